@@ -1,0 +1,221 @@
+/**
+ * The `taskwright` command-line tool: serve, migrate, users and API keys. Every command works on
+ * the configured store directly (`DATABASE_URL` / `--database`, `--data-dir`) and takes `--json`.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import {
+  allScopes,
+  CoreLive,
+  migrate,
+  type Scope,
+  StoreLive,
+  settingsFromEnv,
+  TaskwrightConfig,
+  type TaskwrightSettings,
+  Users
+} from "@taskwright/core"
+import { serve, VERSION } from "@taskwright/server"
+import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+
+const dataDir = Options.directory("data-dir").pipe(
+  Options.withDescription("where the SQLite file, agents.json and worktrees live (default ./data)"),
+  Options.optional
+)
+const database = Options.text("database").pipe(
+  Options.withDescription("postgres://... for PostgreSQL; the embedded SQLite store otherwise"),
+  Options.optional
+)
+const json = Options.boolean("json").pipe(Options.withDescription("machine-readable output"))
+const storeOptions = { dataDir, database, json }
+
+const settingsOf = (o: { readonly dataDir: Option.Option<string>; readonly database: Option.Option<string> }) =>
+  settingsFromEnv(process.env, {
+    dataDir: Option.getOrUndefined(o.dataDir),
+    databaseUrl: Option.getOrUndefined(o.database)
+  })
+
+const withCore = <A, E>(settings: TaskwrightSettings, effect: Effect.Effect<A, E, Users>) =>
+  effect.pipe(Effect.provide(CoreLive.pipe(Layer.provide(TaskwrightConfig.layer(settings)))))
+
+const print = (asJson: boolean, value: unknown, text: string) =>
+  Console.log(asJson ? JSON.stringify(value, null, 2) : text)
+
+const serveCommand = Command.make(
+  "serve",
+  {
+    ...storeOptions,
+    port: Options.integer("port").pipe(Options.withDefault(Number(process.env.PORT ?? 3000))),
+    host: Options.text("host").pipe(Options.withDefault("127.0.0.1"))
+  },
+  (o) =>
+    Effect.gen(function* () {
+      const settings = settingsOf(o)
+      const running = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          serve(settings, { port: o.port, host: o.host, tracing: process.env.TASKWRIGHT_TRACING === "1" })
+        ),
+        (s) => Effect.promise(() => s.close())
+      )
+      const keyFile = Option.getOrUndefined(running.adminKeyFile)
+      yield* print(
+        o.json,
+        { url: running.url, version: VERSION, admin_key_file: keyFile ?? null },
+        `Taskwright ${VERSION} listening on ${running.url}` +
+          (keyFile === undefined ? "" : `\nFirst start: admin API key written to ${keyFile} (mode 0600)`)
+      )
+      return yield* Effect.never
+    }).pipe(Effect.scoped)
+).pipe(Command.withDescription("start the HTTP server"))
+
+const migrateCommand = Command.make("migrate", storeOptions, (o) =>
+  Effect.gen(function* () {
+    const applied = yield* migrate.pipe(
+      Effect.provide(StoreLive.pipe(Layer.provide(TaskwrightConfig.layer(settingsOf(o)))))
+    )
+    yield* print(
+      o.json,
+      { applied },
+      applied.length === 0 ? "Schema up to date." : `Applied ${applied.length} migration(s).`
+    )
+  })
+).pipe(Command.withDescription("bring the store's schema up to date"))
+
+const usersCreate = Command.make(
+  "create",
+  {
+    ...storeOptions,
+    email: Options.text("email"),
+    name: Options.text("name"),
+    password: Options.redacted("password").pipe(Options.optional),
+    admin: Options.boolean("admin")
+  },
+  (o) =>
+    withCore(
+      settingsOf(o),
+      Effect.gen(function* () {
+        const users = yield* Users
+        const user = yield* users.create({
+          email: o.email,
+          name: o.name,
+          password: Option.match(o.password, { onNone: () => null, onSome: Redacted.value }),
+          admin: o.admin
+        })
+        yield* print(o.json, user, `Created user ${user.id} <${user.email}>${user.admin ? " (admin)" : ""}`)
+      })
+    )
+).pipe(Command.withDescription("create a user"))
+
+const parseScopeList = (text: string): ReadonlyArray<Scope> | string => {
+  const parts = text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "")
+  const unknown = parts.filter((s) => !(allScopes as ReadonlyArray<string>).includes(s))
+  return unknown.length > 0 ? `unknown scope(s): ${unknown.join(", ")}` : (parts as ReadonlyArray<Scope>)
+}
+
+const parseExpiry = (text: string): string | null => {
+  const m = /^([1-9][0-9]{0,4})([dh])$/.exec(text)
+  if (m === null) return null
+  const n = Number(m[1])
+  return new Date(Date.now() + Duration.toMillis(m[2] === "d" ? Duration.days(n) : Duration.hours(n))).toISOString()
+}
+
+const keysCreate = Command.make(
+  "create",
+  {
+    ...storeOptions,
+    user: Options.text("user").pipe(Options.withDescription("the user's email")),
+    name: Options.text("name"),
+    scopes: Options.text("scopes").pipe(Options.withDescription(`comma-separated: ${allScopes.join(",")}`)),
+    expires: Options.text("expires").pipe(Options.withDescription("lifetime like 90d or 12h"), Options.optional)
+  },
+  (o) =>
+    withCore(
+      settingsOf(o),
+      Effect.gen(function* () {
+        const scopes = parseScopeList(o.scopes)
+        if (typeof scopes === "string") return yield* Effect.fail(new Error(scopes))
+        const expiresAt = Option.match(o.expires, { onNone: () => null, onSome: parseExpiry })
+        if (Option.isSome(o.expires) && expiresAt === null)
+          return yield* Effect.fail(new Error("--expires takes a lifetime like 90d or 12h"))
+        const users = yield* Users
+        const user = yield* users.findByEmail(o.user)
+        const key = yield* users.createKey({ userId: user.id, name: o.name, scopes, expiresAt })
+        yield* print(
+          o.json,
+          key,
+          `Created API key ${key.id} (${key.scopes.join(",")})${key.expires_at === null ? "" : `, expires ${key.expires_at}`}\n` +
+            `Secret (shown once, store it now):\n${key.secret}`
+        )
+      })
+    )
+).pipe(Command.withDescription("create an API key; prints the secret once"))
+
+const keysList = Command.make("list", { ...storeOptions, user: Options.text("user").pipe(Options.optional) }, (o) =>
+  withCore(
+    settingsOf(o),
+    Effect.gen(function* () {
+      const users = yield* Users
+      const owner = yield* Option.match(o.user, {
+        onNone: () => Effect.succeed(null),
+        onSome: (email) => Effect.map(users.findByEmail(email), (u) => u.id)
+      })
+      const keys = yield* users.listKeys(owner)
+      yield* print(
+        o.json,
+        { keys },
+        keys.length === 0
+          ? "No keys."
+          : keys
+              .map(
+                (k) =>
+                  `${k.id}  ${k.prefix}…  ${k.name}  [${k.scopes.join(",")}]${k.revoked_at === null ? "" : "  revoked"}`
+              )
+              .join("\n")
+      )
+    })
+  )
+).pipe(Command.withDescription("list API keys (never their secrets)"))
+
+const keyId = Args.text({ name: "KEY_ID" })
+
+const keysRotate = Command.make("rotate", { ...storeOptions, keyId }, (o) =>
+  withCore(
+    settingsOf(o),
+    Effect.gen(function* () {
+      const key = yield* (yield* Users).rotateKey(o.keyId)
+      yield* print(
+        o.json,
+        key,
+        `Rotated ${key.id}; the old secret no longer works.\nNew secret (shown once):\n${key.secret}`
+      )
+    })
+  )
+).pipe(Command.withDescription("replace a key's secret; the old one stops working at once"))
+
+const keysRevoke = Command.make("revoke", { ...storeOptions, keyId }, (o) =>
+  withCore(
+    settingsOf(o),
+    Effect.gen(function* () {
+      const key = yield* (yield* Users).revokeKey(o.keyId)
+      yield* print(o.json, key, `Revoked ${key.id}.`)
+    })
+  )
+).pipe(Command.withDescription("revoke a key"))
+
+const keys = Command.make("keys").pipe(
+  Command.withDescription("manage API keys"),
+  Command.withSubcommands([keysCreate, keysList, keysRotate, keysRevoke])
+)
+const users = Command.make("users").pipe(
+  Command.withDescription("manage users"),
+  Command.withSubcommands([usersCreate])
+)
+
+const root = Command.make("taskwright").pipe(Command.withSubcommands([serveCommand, migrateCommand, users, keys]))
+
+const cli = Command.run(root, { name: "taskwright", version: VERSION })
+
+cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disableErrorReporting: false }))

@@ -1,0 +1,49 @@
+/**
+ * The whole engine as one layer: the store chosen by configuration, migrations applied, and
+ * every domain service. Hosts provide {@link TaskwrightConfig}; nothing here hard-wires a database.
+ */
+import { join } from "node:path"
+import { Effect, Layer, Option } from "effect"
+import { Auth } from "./auth/Auth.js"
+import { TaskwrightConfig } from "./Config.js"
+import { Labels } from "./labels/Labels.js"
+import { LabelsRepo } from "./labels/LabelsRepo.js"
+import { Projects } from "./projects/Projects.js"
+import { ProjectsRepo } from "./projects/ProjectsRepo.js"
+import { migrate } from "./store/migrations.js"
+import * as PgStore from "./store/PgStore.js"
+import * as SqliteStore from "./store/SqliteStore.js"
+import { StoreError } from "./store/Store.js"
+import { Tasks } from "./tasks/Tasks.js"
+import { TasksRepo } from "./tasks/TasksRepo.js"
+import { Users } from "./users/Users.js"
+import { UsersRepo } from "./users/UsersRepo.js"
+
+/** The store named by the configuration, migrated. */
+export const StoreLive = Layer.unwrapEffect(
+  Effect.map(TaskwrightConfig, (config) => {
+    const url = Option.getOrUndefined(config.databaseUrl)
+    const base =
+      url !== undefined && /^postgres(ql)?:\/\//.test(url)
+        ? PgStore.layer({ url })
+        : SqliteStore.layer({ filename: url === ":memory:" ? ":memory:" : join(config.dataDir, "taskwright.db") })
+    return Layer.tap(base, (ctx) =>
+      migrate.pipe(
+        Effect.provide(ctx),
+        Effect.mapError(
+          (cause) => new StoreError({ kind: "other", message: `migration failed: ${String(cause)}`, cause })
+        )
+      )
+    )
+  })
+)
+
+const Repos = Layer.mergeAll(TasksRepo.Default, ProjectsRepo.Default, LabelsRepo.Default, UsersRepo.Default)
+
+const Services = Layer.mergeAll(Tasks.Default, Users.Default, Auth.Default, Labels.Default).pipe(
+  Layer.provideMerge(Projects.Default),
+  Layer.provideMerge(Repos)
+)
+
+/** Every core service over the configured store. */
+export const CoreLive = Services.pipe(Layer.provideMerge(StoreLive))

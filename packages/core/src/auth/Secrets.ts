@@ -1,0 +1,47 @@
+/**
+ * API key secrets: `twk_` + 43 random base62 characters (256 bits) + a 6-character checksum, so a
+ * mistyped key is refused without a database lookup and secret scanners can recognise ours.
+ * Only the SHA-256 of a secret is ever stored.
+ */
+import { createHash, timingSafeEqual } from "node:crypto"
+import { crc32 } from "node:zlib"
+import { randomBase62 } from "../domain/Ids.js"
+
+const PREFIX = "twk_"
+const BODY_LENGTH = 43
+const CHECKSUM_LENGTH = 6
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+const SHAPE = /^twk_[0-9A-Za-z]{49}$/
+
+const checksum = (text: string): string => {
+  let n = crc32(text)
+  let out = ""
+  for (let i = 0; i < CHECKSUM_LENGTH; i++) {
+    out = BASE62[n % 62] + out
+    n = Math.floor(n / 62)
+  }
+  return out
+}
+
+/** A fresh API key secret. */
+export const newApiKeySecret = (): string => {
+  const head = PREFIX + randomBase62(BODY_LENGTH)
+  return head + checksum(head)
+}
+
+/** True when `secret` has our shape and its checksum matches: cheap, no I/O. */
+export const isWellFormedApiKey = (secret: string): boolean =>
+  SHAPE.test(secret) && checksum(secret.slice(0, -CHECKSUM_LENGTH)) === secret.slice(-CHECKSUM_LENGTH)
+
+/** The form a secret is stored in: SHA-256, hex. */
+export const hashSecret = (secret: string): string => createHash("sha256").update(secret).digest("hex")
+
+/** Constant-time comparison of two hex digests of equal length. */
+export const digestsEqual = (a: string, b: string): boolean => {
+  const x = Buffer.from(a, "hex")
+  const y = Buffer.from(b, "hex")
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+/** What a key list may show of a secret: enough to recognise it, never enough to use it. */
+export const displayPrefix = (secret: string): string => secret.slice(0, PREFIX.length + 6)

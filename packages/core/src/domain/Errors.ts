@@ -1,0 +1,61 @@
+/**
+ * The errors a Taskwright service can return. Each maps to one code of the spec's error table;
+ * the HTTP contract wraps them in the `{error:{code,message,details}}` envelope.
+ */
+import { Schema } from "effect"
+
+export const ErrorDetails = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export type ErrorDetails = typeof ErrorDetails.Type
+
+const fields = {
+  message: Schema.String,
+  details: Schema.optionalWith(ErrorDetails, { default: () => ({}) })
+}
+
+/** 400: the request is malformed; `details.fields` lists `{path, message}` per offending field. */
+export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", fields) {
+  static field(path: string, message: string): BadRequest {
+    return new BadRequest({ message: `${path}: ${message}`, details: { fields: [{ path, message }] } })
+  }
+}
+/** 401: no valid credential. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields) {}
+/** 403: missing scope, or another user's resource. */
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", fields) {}
+/** 404: the addressed resource does not exist. */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {
+  static of(resource: string, id: string | number): NotFound {
+    return new NotFound({ message: `${resource} ${id} not found`, details: { resource, id } })
+  }
+}
+/** 409: the resource's state forbids the request. */
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields) {}
+/** 413: the body is over the limit. */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields) {}
+/** 429: over the rate limit. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {}
+/** 500: a bug or an unavailable store; the message never carries internals. */
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", fields) {}
+
+/** Every error a client can see. */
+export type ApiError =
+  | BadRequest
+  | Unauthorized
+  | Forbidden
+  | NotFound
+  | Conflict
+  | PayloadTooLarge
+  | RateLimited
+  | InternalError
+
+/** Wire code and status of each error, from the spec's table (plus PAYLOAD_TOO_LARGE from DECISIONS). */
+export const errorWire = {
+  BadRequest: { code: "BAD_REQUEST", status: 400 },
+  Unauthorized: { code: "UNAUTHORIZED", status: 401 },
+  Forbidden: { code: "FORBIDDEN", status: 403 },
+  NotFound: { code: "NOT_FOUND", status: 404 },
+  Conflict: { code: "CONFLICT", status: 409 },
+  PayloadTooLarge: { code: "PAYLOAD_TOO_LARGE", status: 413 },
+  RateLimited: { code: "RATE_LIMITED", status: 429 },
+  InternalError: { code: "INTERNAL_ERROR", status: 500 }
+} as const satisfies Record<ApiError["_tag"], { code: string; status: number }>

@@ -1,0 +1,98 @@
+/**
+ * The PostgreSQL store over one `pg` pool. Hot statements run as named prepared statements
+ * (parsed once per connection); the same pool backs an `@effect/sql` `PgClient` for the
+ * migrator and cold paths.
+ */
+
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Context, Effect, Exit, FiberRef, Layer, Option } from "effect"
+import pg from "pg"
+import { toStoreError } from "./errors.js"
+import { type SqlParam, type Statement, type Store, StoreError, StoreTag } from "./Store.js"
+
+export interface PgStoreConfig {
+  readonly url: string
+  readonly maxConnections?: number
+}
+
+/** The connection of the transaction the current fiber is in. */
+const TransactionClient = FiberRef.unsafeMake<Option.Option<pg.PoolClient>>(Option.none())
+
+// COUNT/SUM answer int8 or numeric; every such figure here fits a JS number.
+const types = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === 20 || oid === 1700
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format ?? "text")) as pg.CustomTypesConfig["getTypeParser"]
+}
+
+export const makeStore = (pool: pg.Pool): Store => {
+  const query = <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam>) =>
+    Effect.withFiberRuntime<pg.QueryResult, StoreError>((fiber) => {
+      const client: pg.Pool | pg.PoolClient = Option.getOrElse(fiber.getFiberRef(TransactionClient), () => pool)
+      return Effect.tryPromise({
+        try: () => client.query({ name: stmt.name, text: stmt.pg, values: params as Array<SqlParam> }),
+        catch: toStoreError
+      })
+    })
+
+  const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
+    Effect.withFiberRuntime((fiber) => {
+      if (Option.isSome(fiber.getFiberRef(TransactionClient))) return self
+      return Effect.acquireUseRelease(
+        Effect.tryPromise({
+          try: async () => {
+            const client = await pool.connect()
+            try {
+              await client.query("BEGIN")
+            } catch (cause) {
+              client.release(true)
+              throw cause
+            }
+            return client
+          },
+          catch: toStoreError
+        }),
+        (client) => Effect.locally(self, TransactionClient, Option.some(client)),
+        (client, exit) =>
+          Effect.promise(() =>
+            client.query(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK").then(
+              () => client.release(),
+              (cause: unknown) => client.release(cause instanceof Error ? cause : true)
+            )
+          )
+      )
+    })
+
+  return {
+    dialect: "pg",
+    all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
+      Effect.map(query(stmt, params), (r) => r.rows as ReadonlyArray<Row>),
+    get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
+      Effect.map(query(stmt, params), (r) => r.rows[0] as Row | undefined),
+    run: (stmt, params = []) => Effect.map(query(stmt, params), (r) => r.rowCount ?? 0),
+    transaction
+  }
+}
+
+/** The PostgreSQL store and an `@effect/sql` client on the same pool; the pool ends with the layer's scope. */
+export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.SqlClient, StoreError> =>
+  Layer.unwrapScoped(
+    Effect.gen(function* () {
+      const pool = yield* Effect.acquireRelease(
+        Effect.sync(() => new pg.Pool({ connectionString: config.url, max: config.maxConnections ?? 10, types })),
+        (pool) => Effect.promise(() => pool.end())
+      )
+      // Fail fast with a clear error when the server is not there.
+      yield* Effect.tryPromise({
+        try: () => pool.query("SELECT 1"),
+        catch: (cause) => new StoreError({ kind: "unavailable", message: "cannot reach PostgreSQL", cause })
+      })
+      const sqlLayer = PgClient.layerFromPool({ acquire: Effect.succeed(pool) }).pipe(
+        Layer.mapError((cause: SqlError) => new StoreError({ kind: "unavailable", message: cause.message, cause }))
+      )
+      return Layer.merge(Layer.succeedContext(Context.make(StoreTag, makeStore(pool))), sqlLayer)
+    })
+  )

@@ -1,0 +1,147 @@
+/**
+ * The embedded store: one better-sqlite3 connection in WAL mode. Statements are prepared once
+ * and kept by the driver. The same connection backs an `@effect/sql` `SqlClient` (for the
+ * migrator and cold paths), so an in-memory database works as well as a file.
+ */
+import { mkdirSync } from "node:fs"
+import { dirname } from "node:path"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlConnection from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as SqlStatement from "@effect/sql/Statement"
+import Database from "better-sqlite3"
+import { Context, Effect, Exit, FiberRef, Layer, Stream } from "effect"
+import { toStoreError } from "./errors.js"
+import { type SqlParam, type Statement, type Store, StoreError, StoreTag } from "./Store.js"
+
+export interface SqliteStoreConfig {
+  /** A file path, or `:memory:`. */
+  readonly filename: string
+}
+
+/** True in the fiber that owns the open transaction. */
+const InTransaction = FiberRef.unsafeMake(false)
+
+const openDatabase = (filename: string) =>
+  Effect.try({
+    try: () => {
+      if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+      const db = new Database(filename)
+      db.pragma("journal_mode = WAL")
+      db.pragma("synchronous = NORMAL")
+      db.pragma("foreign_keys = ON")
+      db.pragma("busy_timeout = 5000")
+      return db
+    },
+    catch: (cause) => new StoreError({ kind: "unavailable", message: `cannot open SQLite database ${filename}`, cause })
+  })
+
+/** Builds the {@link Store} over an open connection. */
+export const makeStore = (db: Database.Database): Store => {
+  const prepared = new Map<string, Database.Statement>()
+  const prepare = (stmt: Statement<unknown>): Database.Statement => {
+    let s = prepared.get(stmt.name)
+    if (s === undefined) {
+      s = db.prepare(stmt.sqlite)
+      prepared.set(stmt.name, s)
+    }
+    return s
+  }
+  const txLock = Effect.unsafeMakeSemaphore(1)
+  let transactionOpen = false
+
+  // Statements are synchronous, so outside a transaction they run at once. While another
+  // fiber holds a transaction open (across an async boundary) they wait for it to finish,
+  // so they never land inside someone else's transaction.
+  const exec = <A>(f: () => A): Effect.Effect<A, StoreError> =>
+    Effect.withFiberRuntime((fiber) => {
+      const attempt = Effect.try({ try: f, catch: toStoreError })
+      if (transactionOpen && !fiber.getFiberRef(InTransaction)) return txLock.withPermits(1)(attempt)
+      try {
+        return Effect.succeed(f())
+      } catch (cause) {
+        return Effect.fail(toStoreError(cause))
+      }
+    })
+
+  const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
+    Effect.withFiberRuntime((fiber) => {
+      if (fiber.getFiberRef(InTransaction)) return self
+      return txLock.withPermits(1)(
+        Effect.acquireUseRelease(
+          Effect.try({
+            try: () => {
+              db.exec("BEGIN IMMEDIATE")
+              transactionOpen = true
+            },
+            catch: toStoreError
+          }),
+          () => Effect.locally(self, InTransaction, true),
+          (_, exit) =>
+            Effect.sync(() => {
+              transactionOpen = false
+              if (db.inTransaction) db.exec(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
+            })
+        )
+      )
+    })
+
+  return {
+    dialect: "sqlite",
+    all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
+      exec(() => prepare(stmt).all(...params) as ReadonlyArray<Row>),
+    get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
+      exec(() => prepare(stmt).get(...params) as Row | undefined),
+    run: (stmt, params = []) => exec(() => prepare(stmt).run(...params).changes),
+    transaction
+  }
+}
+
+/** An `@effect/sql` client on the same connection, for the migrator and cold paths. */
+const makeSqlClient = (db: Database.Database) => {
+  const run = (sql: string, params: ReadonlyArray<unknown>, raw: boolean) =>
+    Effect.try({
+      try: () => {
+        const s = db.prepare(sql)
+        if (s.reader) return s.all(...params) as ReadonlyArray<unknown>
+        const result = s.run(...params)
+        return raw ? [result] : []
+      },
+      catch: (cause) => new SqlError({ cause, message: "Failed to execute statement" })
+    })
+  const connection: SqlConnection.Connection = {
+    execute: (sql, params, transformRows) =>
+      Effect.map(run(sql, params, false), (rows) => (transformRows ? transformRows(rows as Array<object>) : rows)),
+    executeRaw: (sql, params) => run(sql, params, true),
+    executeValues: (sql, params) =>
+      Effect.try({
+        try: () => {
+          const s = db.prepare(sql)
+          if (s.reader) return s.raw(true).all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+          s.run(...params)
+          return []
+        },
+        catch: (cause) => new SqlError({ cause, message: "Failed to execute statement" })
+      }),
+    executeUnprepared: (sql, params, transformRows) =>
+      Effect.map(run(sql, params, false), (rows) => (transformRows ? transformRows(rows as Array<object>) : rows)),
+    executeStream: () => Stream.die("streaming is not supported by the embedded store")
+  }
+  const semaphore = Effect.unsafeMakeSemaphore(1)
+  return SqlClient.make({
+    acquirer: semaphore.withPermits(1)(Effect.succeed(connection)),
+    compiler: SqlStatement.makeCompilerSqlite(),
+    spanAttributes: [["db.system.name", "sqlite"]]
+  })
+}
+
+/** The SQLite store and an `@effect/sql` client sharing its connection; closed with the layer's scope. */
+export const layer = (config: SqliteStoreConfig): Layer.Layer<StoreTag | SqlClient.SqlClient, StoreError> =>
+  Layer.scopedContext(
+    Effect.gen(function* () {
+      const db = yield* Effect.acquireRelease(openDatabase(config.filename), (db) => Effect.sync(() => db.close()))
+      const sql = yield* makeSqlClient(db).pipe(Effect.provide(Reactivity.layer))
+      return Context.make(StoreTag, makeStore(db)).pipe(Context.add(SqlClient.SqlClient, sql))
+    })
+  )

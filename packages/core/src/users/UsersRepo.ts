@@ -1,0 +1,105 @@
+import { Effect } from "effect"
+import type { ApiKeyId, UserId } from "../domain/Ids.js"
+import { StoreTag, statement } from "../store/Store.js"
+
+export interface UserRow {
+  readonly id: UserId
+  readonly email: string
+  readonly name: string
+  readonly password_hash: string | null
+  readonly is_admin: number | boolean
+  readonly created_at: string
+}
+
+export interface ApiKeyRow {
+  readonly id: ApiKeyId
+  readonly user_id: UserId
+  readonly name: string
+  readonly prefix: string
+  readonly scopes: string
+  readonly created_at: string
+  readonly expires_at: string | null
+  readonly revoked_at: string | null
+  readonly last_used_at: string | null
+}
+
+/** What authentication needs of a key, in one indexed lookup. */
+export interface KeyCredentialRow {
+  readonly id: ApiKeyId
+  readonly user_id: UserId
+  readonly secret_hash: string
+  readonly scopes: string
+  readonly expires_at: string | null
+  readonly revoked_at: string | null
+  readonly is_admin: number | boolean
+}
+
+const userColumns = "id, email, name, password_hash, is_admin, created_at"
+const keyColumns = "id, user_id, name, prefix, scopes, created_at, expires_at, revoked_at, last_used_at"
+const q = {
+  insertUser: statement(
+    "users.insert",
+    "INSERT INTO users (id, email, email_lower, name, password_hash, is_admin, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+  ),
+  userById: statement<UserRow>("users.byId", `SELECT ${userColumns} FROM users WHERE id = ?`),
+  userByEmail: statement<UserRow>("users.byEmail", `SELECT ${userColumns} FROM users WHERE email_lower = ?`),
+  countUsers: statement<{ total: number }>("users.count", "SELECT COUNT(*) AS total FROM users"),
+  insertKey: statement(
+    "keys.insert",
+    "INSERT INTO api_keys (id, user_id, name, secret_hash, prefix, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+  ),
+  keyById: statement<ApiKeyRow>("keys.byId", `SELECT ${keyColumns} FROM api_keys WHERE id = ?`),
+  keysOfUser: statement<ApiKeyRow>(
+    "keys.ofUser",
+    `SELECT ${keyColumns} FROM api_keys WHERE user_id = ? ORDER BY created_at, id`
+  ),
+  allKeys: statement<ApiKeyRow>("keys.all", `SELECT ${keyColumns} FROM api_keys ORDER BY created_at, id`),
+  credential: statement<KeyCredentialRow>(
+    "keys.credential",
+    "SELECT k.id, k.user_id, k.secret_hash, k.scopes, k.expires_at, k.revoked_at, u.is_admin FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.secret_hash = ?"
+  ),
+  revoke: statement("keys.revoke", "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
+  replaceSecret: statement(
+    "keys.replaceSecret",
+    "UPDATE api_keys SET secret_hash = ?, prefix = ? WHERE id = ? AND revoked_at IS NULL"
+  )
+}
+
+export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/UsersRepo", {
+  effect: Effect.gen(function* () {
+    const store = yield* StoreTag
+    return {
+      transaction: store.transaction,
+      insertUser: (row: UserRow) =>
+        store.run(q.insertUser, [
+          row.id,
+          row.email,
+          row.email.toLowerCase(),
+          row.name,
+          row.password_hash,
+          row.is_admin ? 1 : 0,
+          row.created_at,
+          row.created_at
+        ]),
+      userById: (id: string) => store.get(q.userById, [id]),
+      userByEmail: (email: string) => store.get(q.userByEmail, [email.toLowerCase()]),
+      countUsers: Effect.map(store.get(q.countUsers), (r) => Number(r?.total ?? 0)),
+      insertKey: (row: ApiKeyRow & { readonly secret_hash: string }) =>
+        store.run(q.insertKey, [
+          row.id,
+          row.user_id,
+          row.name,
+          row.secret_hash,
+          row.prefix,
+          row.scopes,
+          row.created_at,
+          row.expires_at
+        ]),
+      keyById: (id: string) => store.get(q.keyById, [id]),
+      keys: (userId: string | null) => (userId === null ? store.all(q.allKeys) : store.all(q.keysOfUser, [userId])),
+      credentialByHash: (hash: string) => store.get(q.credential, [hash]),
+      revokeKey: (id: string, at: string) => store.run(q.revoke, [at, id]),
+      replaceSecret: (id: string, hash: string, prefix: string) => store.run(q.replaceSecret, [hash, prefix, id])
+    }
+  })
+}) {}

@@ -1,0 +1,2 @@
+/** Test harness for Taskwright. */
+export {}
