@@ -1,9 +1,3 @@
-import { defineConfig } from "vitest/config"
+import { packageProject } from "../../vitest.shared.js"
 
-export default defineConfig({
-  test: {
-    include: ["test/**/*.test.ts"],
-    testTimeout: 30_000,
-    hookTimeout: 60_000
-  }
-})
+export default packageProject("cli")

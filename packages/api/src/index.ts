@@ -1,5 +1,10 @@
 /** Taskwright's HTTP contract. */
 export * from "./Api.js"
 export * from "./Errors.js"
+export * from "./groups/Common.js"
+export * from "./groups/Labels.js"
+export * from "./groups/Projects.js"
+export * from "./groups/System.js"
+export * from "./groups/Tasks.js"
 export * from "./Handlers.js"
 export * from "./Security.js"

@@ -47,3 +47,6 @@ const Services = Layer.mergeAll(Tasks.Default, Users.Default, Auth.Default, Labe
 
 /** Every core service over the configured store. */
 export const CoreLive = Services.pipe(Layer.provideMerge(StoreLive))
+
+/** Everything {@link CoreLive} provides. */
+export type CoreServices = Layer.Layer.Success<typeof CoreLive>

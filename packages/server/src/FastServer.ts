@@ -19,7 +19,7 @@ import {
 } from "@taskwright/core"
 import { Cause, Context, Effect, Either, Exit, Option, ParseResult, Runtime, Schema, type SchemaAST } from "effect"
 import FindMyWay from "find-my-way"
-import { type HandlerServices, handlers } from "./handlers.js"
+import { type HandlerServices, handlers } from "./handlers/index.js"
 
 /** Bodies above this are refused with 413 (DECISIONS). */
 export const MAX_BODY_BYTES = 1024 * 1024

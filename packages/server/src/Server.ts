@@ -7,7 +7,15 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { OpenApi } from "@effect/platform"
 import { TaskwrightApi } from "@taskwright/api"
-import { CoreLive, ensureAdmin, StoreTag, statement, TaskwrightConfig, type TaskwrightSettings } from "@taskwright/core"
+import {
+  CoreLive,
+  type CoreServices,
+  ensureAdmin,
+  StoreTag,
+  statement,
+  TaskwrightConfig,
+  type TaskwrightSettings
+} from "@taskwright/core"
 import { Cause, Effect, Layer, ManagedRuntime, type Option } from "effect"
 import { makeRequestListener } from "./FastServer.js"
 import { VERSION } from "./version.js"
@@ -26,6 +34,8 @@ export interface RunningServer {
   readonly server: Server
   /** Where the bootstrap admin key was written, on the first start of an empty store. */
   readonly adminKeyFile: Option.Option<string>
+  /** Runs an effect on the server's own runtime (same store, same services). */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, CoreServices | TaskwrightConfig>) => Promise<A>
   readonly close: () => Promise<void>
 }
 
@@ -100,5 +110,12 @@ export const serve = async (settings: TaskwrightSettings, options: ServeOptions)
     }).then(() => managed.dispose())
     return closing
   }
-  return { url: `http://${host}:${port}`, port, server, adminKeyFile: bootstrap.keyFile, close }
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    server,
+    adminKeyFile: bootstrap.keyFile,
+    run: (effect) => managed.runPromise(effect),
+    close
+  }
 }

@@ -1,5 +1,5 @@
 /** Taskwright's HTTP server. */
 export * from "./FastServer.js"
-export * from "./handlers.js"
+export * from "./handlers/index.js"
 export * from "./Server.js"
 export * from "./version.js"

@@ -1,2 +1,2 @@
-/** Test harness for Taskwright. */
-export {}
+/** Test harness for Taskwright: a real server over an in-memory store, a fresh PostgreSQL database, or a file. */
+export * from "./TestServer.js"

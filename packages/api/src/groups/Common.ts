@@ -1,0 +1,4 @@
+import { Schema } from "effect"
+
+/** `{success: true}`: the answer of deletions. */
+export const Success = Schema.Struct({ success: Schema.Literal(true) })
