@@ -3,6 +3,7 @@
  * SQLite store, a SQLite file, or a fresh PostgreSQL database made for this server and dropped
  * when it closes. Host applications can use it in their own test suites.
  */
+import { createHash } from "node:crypto"
 import { mkdtemp, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -139,7 +140,11 @@ export const startTestServer = async (
         })
       ),
     query: <Row>(sql: string, params: ReadonlyArray<SqlParam> = []) =>
-      server.run(Effect.flatMap(StoreTag, (s) => s.all(statement<Row>(`adhoc:${sql}`, sql), params))),
+      server.run(
+        Effect.flatMap(StoreTag, (s) =>
+          s.all(statement<Row>(`adhoc:${createHash("sha1").update(sql).digest("hex")}`, sql), params)
+        )
+      ),
     close: async () => {
       await server.close()
       if (database !== undefined) await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
