@@ -1,2 +1,4 @@
+import pkg from "../package.json" with { type: "json" }
+
 /** The server package's version: OpenAPI `info.version` and the `X-Taskwright-Version` header. */
-export const VERSION = "0.1.0"
+export const VERSION: string = pkg.version
