@@ -1,4 +1,6 @@
 /** Taskwright's HTTP server. */
+
+export * from "./EffectServer.js"
 export * from "./FastServer.js"
 export * from "./handlers/index.js"
 export * from "./Server.js"
