@@ -1,0 +1,474 @@
+import { execFileSync } from "node:child_process"
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { afterAll } from "vitest"
+import {
+  cloneRepository,
+  commitAll,
+  createWorktree,
+  diffStats,
+  GitError,
+  headCommit,
+  isGitRepository,
+  removeWorktree,
+  validateBranchName,
+  validateGitUrl
+} from "../../src/runs/GitWorkspace.js"
+
+const roots: Array<string> = []
+afterAll(() => {
+  for (const root of roots) rmSync(root, { recursive: true, force: true })
+})
+
+const tempDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), "tw-git-"))
+  roots.push(dir)
+  return dir
+}
+
+/**
+ * The test's own git calls, made as harmless as the module's so they never set off the traps
+ * the hardening tests arm (and so they prove nothing on the module's behalf).
+ */
+const git = (cwd: string, ...args: Array<string>): string =>
+  execFileSync(
+    "git",
+    [
+      "-c",
+      "core.hooksPath=/dev/null",
+      "-c",
+      "core.fsmonitor=false",
+      "-c",
+      "filter.evil.clean=",
+      "-c",
+      "filter.evil.smudge=",
+      "-c",
+      "filter.evil.required=false",
+      ...args
+    ],
+    {
+      cwd,
+      encoding: "utf8",
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: cwd,
+        GIT_AUTHOR_NAME: "T",
+        GIT_AUTHOR_EMAIL: "t@example.com",
+        GIT_COMMITTER_NAME: "T",
+        GIT_COMMITTER_EMAIL: "t@example.com"
+      }
+    }
+  ).trim()
+
+const write = (path: string, content: string | Buffer): void => {
+  mkdirSync(join(path, ".."), { recursive: true })
+  writeFileSync(path, content)
+}
+
+/** A repository on `main` with one commit of a few files. */
+const makeRepo = (): { repo: string; root: string; head: string } => {
+  const root = tempDir()
+  const repo = join(root, "repo")
+  mkdirSync(repo)
+  git(repo, "init", "-q", "-b", "main")
+  write(join(repo, "README.md"), "# Demo\n\nA project.\n")
+  write(join(repo, "src/a.ts"), "one\ntwo\nthree\nfour\nfive\n")
+  write(join(repo, "old.txt"), "1\n2\n3\n4\n")
+  write(join(repo, ".gitignore"), "ignored/\n*.log\n")
+  git(repo, "add", "-A")
+  git(repo, "commit", "-q", "-m", "initial")
+  return { repo, root, head: git(repo, "rev-parse", "HEAD") }
+}
+
+const author = { authorName: "Taskwright Agent", authorEmail: "agent@taskwright.local" }
+
+/** The changes every diff test makes in a worktree, and what they amount to. */
+const makeChanges = (wt: string): void => {
+  write(join(wt, "src/a.ts"), "one\nTWO\nthree\nfour\nfive\nsix\nseven\n") // +3 -1
+  rmSync(join(wt, "old.txt")) // -4
+  write(join(wt, "new/file.txt"), "x\ny\nz") // +3, no final newline
+  write(join(wt, "bin.dat"), Buffer.from([0, 1, 2, 10, 10, 10])) // binary: no lines
+  write(join(wt, "empty.txt"), "")
+  write(join(wt, "ignored/big.txt"), "not\ncounted\n")
+  write(join(wt, "debug.log"), "not counted\n")
+}
+
+const expectedStats = {
+  files_modified: ["bin.dat", "empty.txt", "new/file.txt", "old.txt", "src/a.ts"],
+  lines_added: 6,
+  lines_removed: 5
+}
+
+describe("validateBranchName", () => {
+  const rejected = [
+    "",
+    "--upload-pack=x",
+    "-b",
+    "a..b",
+    "@",
+    "a@{1}",
+    "x.lock",
+    "feature/x.lock",
+    "$(id)",
+    "`id`",
+    "a b",
+    "a~1",
+    "a^",
+    "a:b",
+    "a?",
+    "a*",
+    "a[b",
+    "a\\b",
+    "/a",
+    "a/",
+    "a//b",
+    "a.",
+    ".hidden",
+    "a/.b",
+    "HEAD",
+    "é",
+    "a\nb",
+    "x".repeat(201)
+  ]
+  const accepted = ["taskwright/task-12", "feature/foo-bar", "v1.2.3", "a_b", "A-Z/0.9", "a.b/c.d", "x".repeat(200)]
+
+  it("rejects unsafe or invalid names", () => {
+    for (const name of rejected) assert.isString(validateBranchName(name), `accepted ${JSON.stringify(name)}`)
+  })
+
+  it("accepts ordinary names, and agrees with git on them", () => {
+    for (const name of accepted) {
+      assert.isNull(validateBranchName(name), name)
+      execFileSync("git", ["check-ref-format", "--branch", name])
+    }
+  })
+})
+
+describe("validateGitUrl", () => {
+  it("accepts https, ssh, file and git@host: URLs only", () => {
+    for (const url of [
+      "https://github.com/acme/app.git",
+      "ssh://git@github.com/acme/app.git",
+      "ssh://git@host:2222/app.git",
+      "git@github.com:acme/app.git",
+      "file:///srv/git/app.git"
+    ]) {
+      assert.isNull(validateGitUrl(url), url)
+    }
+    for (const url of [
+      "",
+      "http://github.com/acme/app.git",
+      "git://github.com/acme/app.git",
+      "ext::sh -c touch% /tmp/pwned",
+      "--upload-pack=touch /tmp/pwned",
+      "-u",
+      "/srv/git/app.git",
+      "../app",
+      "file://",
+      "https://",
+      "https://-oProxyCommand=x/app",
+      "git@-oProxyCommand=x:app",
+      "git@host:-x",
+      "https://github.com/acme/app.git\n--upload-pack=x",
+      "fd::17",
+      "https::github.com/x"
+    ]) {
+      assert.isString(validateGitUrl(url), `accepted ${JSON.stringify(url)}`)
+    }
+  })
+})
+
+describe("queries", () => {
+  it.effect("isGitRepository is true only for the top of a work tree", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      assert.isTrue(yield* isGitRepository(repo))
+      assert.isFalse(yield* isGitRepository(join(repo, "src")))
+      assert.isFalse(yield* isGitRepository(root))
+      assert.isFalse(yield* isGitRepository(join(root, "missing")))
+    })
+  )
+
+  it.effect("headCommit reads HEAD and fails on a repository without commits", () =>
+    Effect.gen(function* () {
+      const { repo, head } = makeRepo()
+      assert.strictEqual(yield* headCommit(repo), head)
+      const empty = join(tempDir(), "empty")
+      mkdirSync(empty)
+      git(empty, "init", "-q")
+      const error = yield* Effect.flip(headCommit(empty))
+      assert.instanceOf(error, GitError)
+    })
+  )
+})
+
+describe("worktrees", () => {
+  it.effect("creates a worktree on a new branch from HEAD, leaving the checkout untouched", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      write(join(repo, "src/a.ts"), "uncommitted edit in the user's checkout\n")
+      const before = git(repo, "status", "--porcelain")
+      const wt = join(root, "worktrees", "run_1")
+      const created = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "taskwright/task-1" })
+      assert.deepStrictEqual(created, { baseSha: head, created: true })
+      assert.strictEqual(readFileSync(join(wt, "src/a.ts"), "utf8"), "one\ntwo\nthree\nfour\nfive\n")
+      assert.strictEqual(git(wt, "rev-parse", "--abbrev-ref", "HEAD"), "taskwright/task-1")
+      assert.strictEqual(git(repo, "rev-parse", "--abbrev-ref", "HEAD"), "main")
+      assert.strictEqual(git(repo, "rev-parse", "HEAD"), head)
+      assert.strictEqual(git(repo, "status", "--porcelain"), before)
+      assert.strictEqual(readFileSync(join(repo, "src/a.ts"), "utf8"), "uncommitted edit in the user's checkout\n")
+    })
+  )
+
+  it.effect("refuses invalid branch names before running git", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      for (const branch of ["--upload-pack=x", "a..b", "@", "x.lock", "$(id)"]) {
+        const error = yield* Effect.flip(createWorktree({ repoPath: repo, worktreePath: join(root, "wt"), branch }))
+        assert.instanceOf(error, GitError)
+      }
+      assert.isFalse(existsSync(join(root, "wt")))
+      assert.strictEqual(git(repo, "branch", "--list"), "* main")
+    })
+  )
+
+  it.effect("measures, commits and removes a run's work without losing it", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      const wt = join(root, "worktrees", "run_2")
+      const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "taskwright/task-2" })
+      assert.deepStrictEqual(yield* diffStats({ worktreePath: wt, baseSha }), {
+        files_modified: [],
+        lines_added: 0,
+        lines_removed: 0
+      })
+
+      makeChanges(wt)
+      git(wt, "add", "src/a.ts") // staged and unstaged changes count alike
+      const statusBefore = git(wt, "status", "--porcelain")
+      assert.deepStrictEqual(yield* diffStats({ worktreePath: wt, baseSha }), expectedStats)
+      assert.strictEqual(git(wt, "status", "--porcelain"), statusBefore, "diffStats changed the worktree's index")
+
+      assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt }), "dirty")
+      assert.isTrue(existsSync(join(wt, "new/file.txt")))
+
+      const sha = yield* commitAll({ worktreePath: wt, message: "# Summary\n\nFixed the bug.\n", ...author })
+      assert.isString(sha)
+      assert.strictEqual(
+        git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%B"),
+        "Taskwright Agent <agent@taskwright.local>|Taskwright Agent <agent@taskwright.local>|# Summary\n\nFixed the bug."
+      )
+      assert.strictEqual(git(wt, "rev-parse", "HEAD^"), head)
+      assert.deepStrictEqual(
+        git(wt, "show", "--name-only", "--format=", "HEAD").split("\n").sort(),
+        expectedStats.files_modified
+      )
+      assert.deepStrictEqual(yield* diffStats({ worktreePath: wt, baseSha }), expectedStats)
+      assert.isNull(yield* commitAll({ worktreePath: wt, message: "nothing", ...author }))
+
+      assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt }), "removed")
+      assert.isFalse(existsSync(wt))
+      assert.strictEqual(git(repo, "rev-parse", "taskwright/task-2"), sha)
+      assert.notInclude(git(repo, "worktree", "list"), "run_2")
+      assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt }), "missing")
+      assert.strictEqual(git(repo, "status", "--porcelain"), "")
+    })
+  )
+
+  it.effect("reuses an existing branch, measuring from its merge-base with HEAD", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      const first = join(root, "worktrees", "run_a")
+      yield* createWorktree({ repoPath: repo, worktreePath: first, branch: "feature/x" })
+      makeChanges(first)
+      yield* commitAll({ worktreePath: first, message: "first run", ...author })
+      assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: first }), "removed")
+
+      // Meanwhile the user's main line moves on.
+      write(join(repo, "README.md"), "# Demo\n\nA project.\nMore.\n")
+      git(repo, "commit", "-q", "-am", "main moves")
+
+      const second = join(root, "worktrees", "run_b")
+      const reused = yield* createWorktree({ repoPath: repo, worktreePath: second, branch: "feature/x" })
+      assert.deepStrictEqual(reused, { baseSha: head, created: false })
+      assert.strictEqual(readFileSync(join(second, "new/file.txt"), "utf8"), "x\ny\nz")
+      write(join(second, "more.txt"), "a\nb\n")
+      assert.deepStrictEqual(yield* diffStats({ worktreePath: second, baseSha: reused.baseSha }), {
+        files_modified: [...expectedStats.files_modified, "more.txt"].sort(),
+        lines_added: expectedStats.lines_added + 2,
+        lines_removed: expectedStats.lines_removed
+      })
+
+      // A branch can only be checked out once.
+      const busy = yield* Effect.flip(
+        createWorktree({ repoPath: repo, worktreePath: join(root, "worktrees", "run_c"), branch: "feature/x" })
+      )
+      assert.instanceOf(busy, GitError)
+      assert.match(busy.stderr, /already checked out|is already used by worktree/)
+    })
+  )
+
+  it.effect("refuses to remove what is not a linked worktree of the repository", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      const stranger = join(root, "not-a-worktree")
+      mkdirSync(stranger)
+      writeFileSync(join(stranger, "precious.txt"), "keep")
+      assert.instanceOf(yield* Effect.flip(removeWorktree({ repoPath: repo, worktreePath: stranger })), GitError)
+      assert.instanceOf(yield* Effect.flip(removeWorktree({ repoPath: repo, worktreePath: repo })), GitError)
+      assert.isTrue(existsSync(join(stranger, "precious.txt")))
+      assert.isTrue(existsSync(join(repo, "README.md")))
+    })
+  )
+
+  it.effect("never acts on an enclosing repository when a worktree lost its .git file", () =>
+    Effect.gen(function* () {
+      const { repo, head } = makeRepo()
+      const wt = join(repo, "nested", "wt")
+      const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "nested" })
+      rmSync(join(wt, ".git"))
+      write(join(wt, "agent.txt"), "work\n")
+      assert.instanceOf(yield* Effect.flip(commitAll({ worktreePath: wt, message: "x", ...author })), GitError)
+      assert.instanceOf(yield* Effect.flip(diffStats({ worktreePath: wt, baseSha })), GitError)
+      assert.strictEqual(git(repo, "rev-parse", "HEAD"), head)
+    })
+  )
+
+  it.effect("diffStats refuses a base that is not a sha", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      const wt = join(root, "wt")
+      yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "b" })
+      for (const baseSha of ["HEAD", "--output=/tmp/tw-pwned", "main", ""]) {
+        assert.instanceOf(yield* Effect.flip(diffStats({ worktreePath: wt, baseSha })), GitError)
+      }
+      assert.isFalse(existsSync("/tmp/tw-pwned"))
+    })
+  )
+
+  it.effect("ignores GIT_* variables inherited from the service's environment", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      const decoy = makeRepo()
+      const saved = { GIT_DIR: process.env.GIT_DIR, GIT_WORK_TREE: process.env.GIT_WORK_TREE }
+      process.env.GIT_DIR = join(decoy.repo, ".git")
+      process.env.GIT_WORK_TREE = decoy.repo
+      const created = yield* createWorktree({ repoPath: repo, worktreePath: join(root, "wt"), branch: "env" }).pipe(
+        Effect.ensuring(
+          Effect.sync(() => {
+            for (const [key, value] of Object.entries(saved)) {
+              if (value === undefined) delete process.env[key]
+              else process.env[key] = value
+            }
+          })
+        )
+      )
+      assert.strictEqual(created.baseSha, head)
+      assert.strictEqual(git(decoy.repo, "branch", "--list"), "* main")
+    })
+  )
+})
+
+describe("hardening", () => {
+  it.effect("runs no hooks, no fsmonitor and no repository-defined filters", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      const markers = join(root, "markers")
+      mkdirSync(markers)
+      const trap = (name: string) => `#!/bin/sh\ntouch '${join(markers, name)}'\n`
+      for (const hook of [
+        "post-checkout",
+        "pre-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "reference-transaction",
+        "post-index-change",
+        "pre-auto-gc"
+      ]) {
+        write(join(repo, ".git/hooks", hook), trap(`hook-${hook}`))
+        chmodSync(join(repo, ".git/hooks", hook), 0o755)
+      }
+      const fsmonitor = join(root, "fsmonitor.sh")
+      write(fsmonitor, `${trap("fsmonitor")}exit 1\n`)
+      chmodSync(fsmonitor, 0o755)
+      git(repo, "config", "core.fsmonitor", fsmonitor)
+      git(repo, "config", "filter.evil.smudge", `sh -c "touch '${join(markers, "smudge")}'; cat"`)
+      git(repo, "config", "filter.evil.clean", `sh -c "touch '${join(markers, "clean")}'; cat"`)
+      git(repo, "config", "filter.evil.required", "true")
+      write(join(repo, ".gitattributes"), "*.txt filter=evil\n")
+      git(repo, "add", ".gitattributes")
+      git(repo, "commit", "-q", "-m", "attributes")
+      assert.deepStrictEqual(readdirSync(markers), [])
+
+      const wt = join(root, "worktrees", "run_h")
+      const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "taskwright/task-9" })
+      makeChanges(wt)
+      yield* diffStats({ worktreePath: wt, baseSha })
+      yield* commitAll({ worktreePath: wt, message: "work", ...author })
+      yield* diffStats({ worktreePath: wt, baseSha })
+      assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt }), "removed")
+      yield* cloneRepository({ url: `file://${repo}`, path: join(root, "clone") })
+      assert.isTrue(yield* isGitRepository(repo))
+      yield* headCommit(repo)
+      assert.deepStrictEqual(readdirSync(markers), [])
+
+      // The traps are real: plain git sets them off.
+      execFileSync("git", ["status"], { cwd: repo, env: { PATH: process.env.PATH ?? "", HOME: root } })
+      assert.include(readdirSync(markers), "fsmonitor")
+    })
+  )
+})
+
+describe("cloneRepository", () => {
+  it.effect("clones a file:// repository", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      const target = join(root, "projects", "clone")
+      yield* cloneRepository({ url: `file://${repo}`, path: target })
+      assert.isTrue(yield* isGitRepository(target))
+      assert.strictEqual(yield* headCommit(target), head)
+    })
+  )
+
+  it.effect("refuses unsafe URLs and relative paths without running git", () =>
+    Effect.gen(function* () {
+      const root = tempDir()
+      const marker = join(root, "pwned")
+      for (const url of [
+        `--upload-pack=touch ${marker}`,
+        `ext::sh -c touch% ${marker}`,
+        "http://example.com/x.git",
+        root
+      ]) {
+        const error = yield* Effect.flip(cloneRepository({ url, path: join(root, "c") }))
+        assert.instanceOf(error, GitError)
+      }
+      assert.instanceOf(yield* Effect.flip(cloneRepository({ url: `file://${root}`, path: "relative/dir" })), GitError)
+      assert.isFalse(existsSync(marker))
+      assert.isFalse(existsSync(join(root, "c")))
+    })
+  )
+
+  it.effect("reports a failing clone as a GitError with git's message", () =>
+    Effect.gen(function* () {
+      const root = tempDir()
+      const error = yield* Effect.flip(cloneRepository({ url: `file://${root}/missing.git`, path: join(root, "c") }))
+      assert.instanceOf(error, GitError)
+      assert.match(error.message, /^git clone failed: /)
+      assert.isNotEmpty(error.stderr)
+    })
+  )
+})
