@@ -3,6 +3,8 @@
  * shapes, status codes, paging totals, filters, ownership, scopes, validation and 404s, with the
  * database checked after the fact.
  */
+import { execFileSync } from "node:child_process"
+import { existsSync } from "node:fs"
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -401,6 +403,37 @@ describe.each(testStores())("API on %s", (store) => {
         404,
         "NOT_FOUND"
       )
+    })
+
+    it("clones git_url into a new path", async () => {
+      const origin = join(projectDir, `origin-${store}`)
+      execFileSync("git", ["init", "-q", "-b", "main", origin])
+      execFileSync("git", [
+        "-C",
+        origin,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "init"
+      ])
+      const target = join(projectDir, `clone-${store}`)
+      const r = await s.request<{ git_url: string; path: string }>("POST", "/api/projects", {
+        key: alice.key,
+        body: { name: "Cloned", path: target, git_url: `file://${origin}` }
+      })
+      expect(r.status).toBe(201)
+      expect(r.body).toMatchObject({ git_url: `file://${origin}`, path: target })
+      expect(existsSync(join(target, ".git"))).toBe(true)
+      const again = await s.request("POST", "/api/projects", {
+        key: alice.key,
+        body: { name: "Cloned", path: target, git_url: `file://${origin}` }
+      })
+      expectError(again, 400, "BAD_REQUEST")
     })
 
     it("validates name and path", async () => {

@@ -13,7 +13,7 @@ import { BadRequest, Conflict } from "../domain/Errors.js"
 import { newProjectId, type ProjectId } from "../domain/Ids.js"
 import type { Page } from "../domain/Paging.js"
 import { now } from "../domain/Timestamp.js"
-import { cloneRepository } from "../runs/GitClone.js"
+import { cloneRepository } from "../runs/GitWorkspace.js"
 import type { ProjectCreate, ProjectDetail, ProjectList } from "./Project.js"
 import { type ProjectRow, ProjectsRepo, toProject } from "./ProjectsRepo.js"
 
@@ -81,7 +81,7 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
         } else {
           if (yield* pathExists(path))
             return yield* BadRequest.field("path", "path must not exist yet when git_url is given")
-          yield* cloneRepository(gitUrl, path).pipe(
+          yield* cloneRepository({ url: gitUrl, path }).pipe(
             Effect.mapError(
               (e) => new BadRequest({ message: `cannot clone git_url: ${e.message}`, details: { field: "git_url" } })
             )
