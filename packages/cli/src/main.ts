@@ -9,7 +9,7 @@ import {
   CoreLive,
   migrate,
   type Scope,
-  StoreLive,
+  StoreUnmigrated,
   settingsFromEnv,
   TaskwrightConfig,
   type TaskwrightSettings,
@@ -71,7 +71,7 @@ const serveCommand = Command.make(
 const migrateCommand = Command.make("migrate", storeOptions, (o) =>
   Effect.gen(function* () {
     const applied = yield* migrate.pipe(
-      Effect.provide(StoreLive.pipe(Layer.provide(TaskwrightConfig.layer(settingsOf(o)))))
+      Effect.provide(StoreUnmigrated.pipe(Layer.provide(TaskwrightConfig.layer(settingsOf(o)))))
     )
     yield* print(
       o.json,
@@ -218,4 +218,18 @@ const root = Command.make("taskwright").pipe(Command.withSubcommands([serveComma
 
 const cli = Command.run(root, { name: "taskwright", version: VERSION })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disableErrorReporting: false }))
+/** Expected failures (a taken email, an unknown key, a bad flag value) print one line, not a stack. */
+const reportFailure = (error: unknown) =>
+  Effect.gen(function* () {
+    const message =
+      typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
+    const json = process.argv.includes("--json")
+    yield* Console.error(json ? JSON.stringify({ error: { message } }) : `taskwright: ${message}`)
+    process.exitCode = 1
+  })
+
+cli(process.argv).pipe(
+  Effect.catchAll(reportFailure),
+  Effect.provide(NodeContext.layer),
+  NodeRuntime.runMain({ disableErrorReporting: false })
+)

@@ -19,23 +19,22 @@ import { TasksRepo } from "./tasks/TasksRepo.js"
 import { Users } from "./users/Users.js"
 import { UsersRepo } from "./users/UsersRepo.js"
 
-/** The store named by the configuration, migrated. */
-export const StoreLive = Layer.unwrapEffect(
+/** The store named by the configuration, as it is (the `migrate` command runs the migrations itself). */
+export const StoreUnmigrated = Layer.unwrapEffect(
   Effect.map(TaskwrightConfig, (config) => {
     const url = Option.getOrUndefined(config.databaseUrl)
-    const base =
-      url !== undefined && /^postgres(ql)?:\/\//.test(url)
-        ? PgStore.layer({ url })
-        : SqliteStore.layer({ filename: url === ":memory:" ? ":memory:" : join(config.dataDir, "taskwright.db") })
-    return Layer.tap(base, (ctx) =>
-      migrate.pipe(
-        Effect.provide(ctx),
-        Effect.mapError(
-          (cause) => new StoreError({ kind: "other", message: `migration failed: ${String(cause)}`, cause })
-        )
-      )
-    )
+    return url !== undefined && /^postgres(ql)?:\/\//.test(url)
+      ? PgStore.layer({ url })
+      : SqliteStore.layer({ filename: url === ":memory:" ? ":memory:" : join(config.dataDir, "taskwright.db") })
   })
+)
+
+/** The store named by the configuration, migrated. */
+export const StoreLive = Layer.tap(StoreUnmigrated, (ctx) =>
+  migrate.pipe(
+    Effect.provide(ctx),
+    Effect.mapError((cause) => new StoreError({ kind: "other", message: `migration failed: ${String(cause)}`, cause }))
+  )
 )
 
 const Repos = Layer.mergeAll(TasksRepo.Default, ProjectsRepo.Default, LabelsRepo.Default, UsersRepo.Default)

@@ -1,0 +1,135 @@
+/** The built `taskwright` binary, driven as a user would from a shell. */
+import { execFile, spawn } from "node:child_process"
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const bin = join(__dirname, "..", "dist", "main.js")
+const run = promisify(execFile)
+
+const cli = async (args: ReadonlyArray<string>) => {
+  try {
+    const { stdout, stderr } = await run("node", [bin, ...args])
+    return { code: 0, stdout, stderr }
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string }
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr }
+  }
+}
+
+describe("taskwright CLI", () => {
+  let dir: string
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "tw-cli-"))
+  })
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it("migrates, creates a user and a key whose secret is printed once and stored hashed", async () => {
+    const migrated = await cli(["migrate", "--data-dir", dir, "--json"])
+    expect(migrated.code).toBe(0)
+    expect(JSON.parse(migrated.stdout).applied.length).toBeGreaterThan(0)
+
+    const user = await cli([
+      "users",
+      "create",
+      "--data-dir",
+      dir,
+      "--email",
+      "ada@example.com",
+      "--name",
+      "Ada",
+      "--json"
+    ])
+    expect(user.code).toBe(0)
+    expect(JSON.parse(user.stdout)).toMatchObject({ email: "ada@example.com", name: "Ada", admin: false })
+
+    const dup = await cli(["users", "create", "--data-dir", dir, "--email", "ADA@example.com", "--name", "Ada"])
+    expect(dup.code).not.toBe(0)
+    expect(dup.stderr).toContain("exists")
+
+    const key = await cli([
+      "keys",
+      "create",
+      "--data-dir",
+      dir,
+      "--user",
+      "ada@example.com",
+      "--name",
+      "ci",
+      "--scopes",
+      "tasks:read,tasks:write",
+      "--expires",
+      "90d",
+      "--json"
+    ])
+    expect(key.code).toBe(0)
+    const created = JSON.parse(key.stdout) as { id: string; secret: string; scopes: Array<string>; expires_at: string }
+    expect(created.secret).toMatch(/^twk_[0-9A-Za-z]{49}$/)
+    expect(created.scopes).toEqual(["tasks:read", "tasks:write"])
+    expect(Date.parse(created.expires_at) - Date.now()).toBeGreaterThan(89 * 86_400_000)
+
+    const listed = await cli(["keys", "list", "--data-dir", dir, "--json"])
+    expect(listed.stdout).not.toContain(created.secret)
+    const db = await readFile(join(dir, "taskwright.db"))
+    expect(db.includes(Buffer.from(created.secret))).toBe(false)
+
+    const tooMuch = await cli([
+      "keys",
+      "create",
+      "--data-dir",
+      dir,
+      "--user",
+      "ada@example.com",
+      "--name",
+      "x",
+      "--scopes",
+      "admin"
+    ])
+    expect(tooMuch.code).not.toBe(0)
+    expect(tooMuch.stderr).toContain("admin")
+    const badScope = await cli([
+      "keys",
+      "create",
+      "--data-dir",
+      dir,
+      "--user",
+      "ada@example.com",
+      "--name",
+      "x",
+      "--scopes",
+      "root"
+    ])
+    expect(badScope.code).not.toBe(0)
+
+    const revoked = await cli(["keys", "revoke", created.id, "--data-dir", dir, "--json"])
+    expect(revoked.code).toBe(0)
+    expect(JSON.parse(revoked.stdout).revoked_at).not.toBeNull()
+  })
+
+  it("serves on the given port, writes the admin key 0600, and the key works", async () => {
+    const data = join(dir, "serve")
+    const child = spawn("node", [bin, "serve", "--data-dir", data, "--port", "0", "--json"], {
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        child.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString()))
+        child.once("exit", (code) => reject(new Error(`exited ${code}`)))
+      })
+      const started = JSON.parse(line) as { url: string; admin_key_file: string }
+      expect((await stat(started.admin_key_file)).mode & 0o777).toBe(0o600)
+      const key = (await readFile(started.admin_key_file, "utf8")).trim()
+      const r = await fetch(`${started.url}/api/tasks`, { headers: { authorization: `Bearer ${key}` } })
+      expect(r.status).toBe(200)
+      expect(await r.json()).toMatchObject({ tasks: [], total: 0 })
+    } finally {
+      child.kill("SIGTERM")
+      await new Promise((resolve) => child.once("exit", resolve))
+    }
+    expect(child.exitCode === 0 || child.signalCode === "SIGTERM").toBe(true)
+  })
+})
