@@ -4,6 +4,7 @@
  */
 import { resolve } from "node:path"
 import { Context, Layer, Option } from "effect"
+import { type AuthSettings, authSettingsFromEnv } from "./auth/AuthSettings.js"
 
 export interface TaskwrightSettings {
   /** Where the SQLite file, agent config, worktrees and the bootstrap key live. */
@@ -14,6 +15,8 @@ export interface TaskwrightSettings {
   readonly projectsRoot: Option.Option<string>
   /** Concurrent agent runs allowed. */
   readonly maxRuns: number
+  /** Authentication and rate limits; the defaults of `AuthSettings` when absent. */
+  readonly auth?: AuthSettings
 }
 
 export class TaskwrightConfig extends Context.Tag("@taskwright/core/TaskwrightConfig")<
@@ -38,6 +41,7 @@ export const settingsFromEnv = (
     dataDir: resolve(overrides.dataDir ?? env.TASKWRIGHT_DATA_DIR ?? "./data"),
     databaseUrl: nonEmpty(overrides.databaseUrl ?? env.DATABASE_URL),
     projectsRoot: Option.map(nonEmpty(env.TASKWRIGHT_PROJECTS_ROOT), (p) => resolve(p)),
-    maxRuns: Number.isInteger(maxRuns) && maxRuns > 0 ? maxRuns : 4
+    maxRuns: Number.isInteger(maxRuns) && maxRuns > 0 ? maxRuns : 4,
+    auth: authSettingsFromEnv(env)
   }
 }

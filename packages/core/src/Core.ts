@@ -4,18 +4,24 @@
  */
 import { join } from "node:path"
 import { Effect, Layer, Option } from "effect"
+import { AccessTokens } from "./auth/AccessTokens.js"
 import { Auth } from "./auth/Auth.js"
+import { AuthRepo } from "./auth/AuthRepo.js"
+import { Gate } from "./auth/Gate.js"
+import { Sessions } from "./auth/Sessions.js"
 import { TaskwrightConfig } from "./Config.js"
 import { Labels } from "./labels/Labels.js"
 import { LabelsRepo } from "./labels/LabelsRepo.js"
 import { Projects } from "./projects/Projects.js"
 import { ProjectsRepo } from "./projects/ProjectsRepo.js"
+import { RateLimiter, RateLimitStoreLive } from "./ratelimit/RateLimiter.js"
 import { migrate } from "./store/migrations.js"
 import * as PgStore from "./store/PgStore.js"
 import * as SqliteStore from "./store/SqliteStore.js"
 import { StoreError } from "./store/Store.js"
 import { Tasks } from "./tasks/Tasks.js"
 import { TasksRepo } from "./tasks/TasksRepo.js"
+import { KeyUsage } from "./users/KeyUsage.js"
 import { Users } from "./users/Users.js"
 import { UsersRepo } from "./users/UsersRepo.js"
 
@@ -37,10 +43,25 @@ export const StoreLive = Layer.tap(StoreUnmigrated, (ctx) =>
   )
 )
 
-const Repos = Layer.mergeAll(TasksRepo.Default, ProjectsRepo.Default, LabelsRepo.Default, UsersRepo.Default)
+const Repos = Layer.mergeAll(
+  TasksRepo.Default,
+  ProjectsRepo.Default,
+  LabelsRepo.Default,
+  UsersRepo.Default,
+  AuthRepo.Default
+)
 
-const Services = Layer.mergeAll(Tasks.Default, Users.Default, Auth.Default, Labels.Default).pipe(
+/** Authentication (keys, sessions, access tokens), rate limiting and key usage, behind the request {@link Gate}. */
+const AuthServices = Gate.Default.pipe(
+  Layer.provideMerge(Auth.Default),
+  Layer.provideMerge(Layer.mergeAll(Sessions.Default, AccessTokens.Default)),
+  Layer.provideMerge(Layer.mergeAll(RateLimiter.Default, KeyUsage.Default)),
+  Layer.provideMerge(RateLimitStoreLive)
+)
+
+const Services = Layer.mergeAll(Tasks.Default, Users.Default, Labels.Default).pipe(
   Layer.provideMerge(Projects.Default),
+  Layer.provideMerge(AuthServices),
   Layer.provideMerge(Repos)
 )
 

@@ -14,6 +14,8 @@ export interface Actor {
     readonly kind: CredentialKind
     readonly id: string
     readonly expiresAt: string | null
+    /** The API key behind the credential: the key itself, or the key an access token was made from. */
+    readonly keyId?: string
   }
 }
 

@@ -1,18 +1,25 @@
 /**
  * Authentication: turns the credential of a request into an {@link Actor} or `Unauthorized`.
- * API keys are checked for shape and checksum before any lookup, then found by their SHA-256
- * and compared in constant time.
+ *
+ * - `Authorization: Bearer <API key>`: checked for shape and checksum before any lookup, then
+ *   found by its SHA-256 and compared in constant time.
+ * - `Authorization: Bearer <access token>`: a JWT, verified by {@link AccessTokens}.
+ * - The `service_session` cookie, when no `Authorization` header is sent: see {@link Sessions}.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { Unauthorized } from "../domain/Errors.js"
+import type { StoreError } from "../store/Store.js"
 import { UsersRepo } from "../users/UsersRepo.js"
+import { AccessTokens } from "./AccessTokens.js"
 import type { Actor } from "./Actor.js"
 import { parseScopes } from "./Scopes.js"
 import { digestsEqual, hashSecret, isWellFormedApiKey } from "./Secrets.js"
+import { Sessions, sessionTokenFromCookie } from "./Sessions.js"
 
 const invalid = new Unauthorized({ message: "invalid or expired credential", details: {} })
 const missing = new Unauthorized({
-  message: "authentication required: send Authorization: Bearer <API key>",
+  message:
+    "authentication required: send Authorization: Bearer <API key or access token>, or the service_session cookie",
   details: {}
 })
 
@@ -23,11 +30,23 @@ export const bearerToken = (header: string | undefined): string | undefined => {
   return match?.[1]
 }
 
+/** The body of `POST /api/auth/token`. */
+export const TokenRequest = Schema.Struct({ api_key: Schema.String.pipe(Schema.maxLength(200)) })
+export type TokenRequest = typeof TokenRequest.Type
+
+/** The credentials a request may carry. */
+export interface RequestCredentials {
+  readonly authorization: string | undefined
+  readonly cookie: string | undefined
+}
+
 export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
   effect: Effect.gen(function* () {
     const users = yield* UsersRepo
+    const tokens = yield* AccessTokens
+    const sessions = yield* Sessions
 
-    const apiKey = (secret: string) => {
+    const apiKey = (secret: string): Effect.Effect<Actor, Unauthorized | StoreError> => {
       if (!isWellFormedApiKey(secret)) return Effect.fail(invalid)
       const hash = hashSecret(secret)
       return Effect.flatMap(users.credentialByHash(hash), (row): Effect.Effect<Actor, Unauthorized> => {
@@ -41,18 +60,44 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
         return Effect.succeed({
           userId: row.user_id,
           scopes,
-          credential: { kind: "api_key", id: row.id, expiresAt: row.expires_at }
+          credential: { kind: "api_key", id: row.id, expiresAt: row.expires_at, keyId: row.id }
         })
       })
     }
 
+    const bearer = (token: string): Effect.Effect<Actor, Unauthorized | StoreError> =>
+      token.startsWith("twk_") ? apiKey(token) : tokens.verify(token)
+
+    /** Authenticates the `Authorization` header: an API key or an access token. */
+    const authenticate = (authorization: string | undefined): Effect.Effect<Actor, Unauthorized | StoreError> => {
+      const token = bearerToken(authorization)
+      if (token === undefined) return Effect.fail(authorization === undefined ? missing : invalid)
+      return bearer(token)
+    }
+
     return {
-      /** Authenticates the `Authorization` header of a request. */
-      authenticate: (authorization: string | undefined) => {
-        const token = bearerToken(authorization)
-        if (token === undefined) return Effect.fail(authorization === undefined ? missing : invalid)
-        return apiKey(token)
-      }
+      authenticate,
+      /**
+       * Authenticates a request: the `Authorization` header when there is one (a cookie beside it
+       * is ignored), else the session cookie.
+       */
+      authenticateRequest: (request: RequestCredentials): Effect.Effect<Actor, Unauthorized | StoreError> => {
+        if (request.authorization !== undefined) return authenticate(request.authorization)
+        const session = sessionTokenFromCookie(request.cookie)
+        return session === undefined ? Effect.fail(missing) : sessions.authenticate(session)
+      },
+      /** Exchanges an API key (never a token or a session) for an access token carrying the key's scopes. */
+      issueToken: Effect.fn("Auth.issueToken")(function* (input: TokenRequest) {
+        const actor = yield* apiKey(input.api_key.trim())
+        const key = yield* users.keyById(actor.credential.id)
+        if (key === undefined) return yield* invalid
+        return yield* tokens.issue({
+          keyId: key.id,
+          userId: actor.userId,
+          scopes: actor.scopes,
+          keyExpiresAt: key.expires_at
+        })
+      })
     }
   })
 }) {}

@@ -4,7 +4,18 @@ import { Effect } from "effect"
 
 const options = { algorithm: 2 /* Argon2id */, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const
 
+/**
+ * An argon2id hash, with the same parameters, of a random password nobody knows. A login for an
+ * unknown email (or a user without a password) is checked against it, so it costs what a wrong
+ * password costs and answers the same.
+ */
+const DUMMY_HASH = "$argon2id$v=19$m=19456,t=2,p=1$w3wbWfwvJ0Klh+YtlyOg/g$XLHjMFtmwyZxNUGxorCgnahnnLqx6YfroN6UFNUEGJM"
+
 export const hashPassword = (password: string): Effect.Effect<string> => Effect.promise(() => hash(password, options))
 
 export const verifyPassword = (stored: string, password: string): Effect.Effect<boolean> =>
   Effect.promise(() => verify(stored, password).catch(() => false))
+
+/** Checks `password` against `stored`, or against the dummy hash when there is none: same cost either way. */
+export const verifyPasswordOrDummy = (stored: string | null, password: string): Effect.Effect<boolean> =>
+  Effect.map(verifyPassword(stored ?? DUMMY_HASH, password), (ok) => ok && stored !== null)

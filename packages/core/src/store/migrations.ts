@@ -244,6 +244,72 @@ const initial: Ddl = {
   ]
 }
 
+/**
+ * Authentication: browser sessions, the jti → key mapping of access tokens (so a revoked or
+ * rotated key's tokens stop working), per-day key usage, and fixed-window rate-limit counters
+ * (UNLOGGED on PostgreSQL: they are worth nothing after a crash and cost no WAL).
+ */
+const auth: Ddl = {
+  sqlite: [
+    `CREATE TABLE sessions (
+      id TEXT PRIMARY KEY,
+      user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+      token_hash TEXT NOT NULL UNIQUE,
+      created_at TEXT NOT NULL,
+      expires_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX sessions_user ON sessions (user_id)`,
+    `CREATE INDEX sessions_expiry ON sessions (expires_at)`,
+    `CREATE TABLE access_tokens (
+      jti TEXT PRIMARY KEY,
+      key_id TEXT NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+      expires_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX access_tokens_key ON access_tokens (key_id)`,
+    `CREATE INDEX access_tokens_expiry ON access_tokens (expires_at)`,
+    `CREATE TABLE api_key_usage (
+      key_id TEXT NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+      day TEXT NOT NULL,
+      count INTEGER NOT NULL,
+      PRIMARY KEY (key_id, day)
+    )`,
+    `CREATE TABLE rate_limits (
+      bucket TEXT PRIMARY KEY,
+      window_start INTEGER NOT NULL,
+      count INTEGER NOT NULL
+    )`
+  ],
+  pg: [
+    `CREATE TABLE sessions (
+      id TEXT PRIMARY KEY,
+      user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+      token_hash TEXT NOT NULL UNIQUE,
+      created_at TEXT NOT NULL,
+      expires_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX sessions_user ON sessions (user_id)`,
+    `CREATE INDEX sessions_expiry ON sessions (expires_at)`,
+    `CREATE TABLE access_tokens (
+      jti TEXT PRIMARY KEY,
+      key_id TEXT NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+      expires_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX access_tokens_key ON access_tokens (key_id)`,
+    `CREATE INDEX access_tokens_expiry ON access_tokens (expires_at)`,
+    `CREATE TABLE api_key_usage (
+      key_id TEXT NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+      day TEXT NOT NULL,
+      count BIGINT NOT NULL,
+      PRIMARY KEY (key_id, day)
+    )`,
+    `CREATE UNLOGGED TABLE rate_limits (
+      bucket TEXT PRIMARY KEY,
+      window_start BIGINT NOT NULL,
+      count BIGINT NOT NULL
+    )`
+  ]
+}
+
 const migration = (ddl: Ddl) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -253,7 +319,8 @@ const migration = (ddl: Ddl) =>
 
 /** Every migration, in order. New ones are appended with the next number; shipped ones never change. */
 export const migrations = Migrator.fromRecord({
-  "0001_initial": migration(initial)
+  "0001_initial": migration(initial),
+  "0002_auth": migration(auth)
 })
 
 const runMigrator = Migrator.make({})

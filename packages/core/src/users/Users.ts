@@ -1,13 +1,17 @@
 /** Users and their API keys (the CLI's `users create` and `keys ...`, and the keys endpoints). */
 import { Effect } from "effect"
+import { type Actor, hasScope, seesAll } from "../auth/Actor.js"
+import { AuthRepo } from "../auth/AuthRepo.js"
 import { hashPassword } from "../auth/Passwords.js"
+import { authorizeOwned } from "../auth/Policy.js"
 import { grantableScopes, parseScopes, type Scope } from "../auth/Scopes.js"
 import { displayPrefix, hashSecret, newApiKeySecret } from "../auth/Secrets.js"
-import { BadRequest, Conflict, NotFound } from "../domain/Errors.js"
+import { BadRequest, Conflict, Forbidden, NotFound } from "../domain/Errors.js"
 import { newApiKeyId, newUserId, type UserId } from "../domain/Ids.js"
 import { now } from "../domain/Timestamp.js"
 import type { StoreError } from "../store/Store.js"
-import type { ApiKey, ApiKeyWithSecret, User } from "./User.js"
+import { KeyUsage } from "./KeyUsage.js"
+import type { ApiKey, ApiKeyCreate, ApiKeyList, ApiKeyListParams, ApiKeyWithSecret, User } from "./User.js"
 import { type ApiKeyRow, type UserRow, UsersRepo } from "./UsersRepo.js"
 
 export interface NewUser {
@@ -41,9 +45,64 @@ export const toApiKey = (row: ApiKeyRow): ApiKey => ({
 export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
   effect: Effect.gen(function* () {
     const repo = yield* UsersRepo
+    const authRepo = yield* AuthRepo
+    const usage = yield* KeyUsage
 
     const findUser = (id: string) =>
       Effect.flatMap(repo.userById(id), (row) => (row ? Effect.succeed(row) : Effect.fail(NotFound.of("user", id))))
+
+    /** Creates a key carrying `scopes`, never more than its user may have. The secret is in this answer only. */
+    const createKey = Effect.fn("Users.createKey")(function* (input: NewApiKey) {
+      const user = yield* findUser(input.userId)
+      const allowed = grantableScopes(Boolean(user.is_admin))
+      const denied = input.scopes.filter((s) => !allowed.includes(s))
+      if (denied.length > 0) return yield* BadRequest.field("scopes", `the user may not hold ${denied.join(", ")}`)
+      if (input.scopes.length === 0) return yield* BadRequest.field("scopes", "choose at least one scope")
+      const secret = newApiKeySecret()
+      const row: ApiKeyRow & { secret_hash: string } = {
+        id: newApiKeyId(),
+        user_id: user.id,
+        name: input.name,
+        prefix: displayPrefix(secret),
+        scopes: [...new Set(input.scopes)].join(","),
+        created_at: now(),
+        expires_at: input.expiresAt,
+        revoked_at: null,
+        last_used_at: null,
+        secret_hash: hashSecret(secret)
+      }
+      yield* repo.insertKey(row)
+      return { ...toApiKey(row), secret } satisfies ApiKeyWithSecret
+    })
+
+    /** Revokes at once: the next request with the key, or with a token made from it, is refused. */
+    const revokeKey = Effect.fn("Users.revokeKey")(function* (id: string) {
+      const row = yield* repo.keyById(id)
+      if (row === undefined) return yield* NotFound.of("api key", id)
+      if (row.revoked_at !== null)
+        return yield* new Conflict({ message: `api key ${id} is already revoked`, details: {} })
+      const at = now()
+      yield* repo.transaction(Effect.zipRight(repo.revokeKey(id, at), authRepo.deleteKeyTokens(id)))
+      return toApiKey({ ...row, revoked_at: at })
+    })
+
+    /** A new secret for the same key id and scopes; the old secret and the tokens made from it stop working at once. */
+    const rotateKey = Effect.fn("Users.rotateKey")(function* (id: string) {
+      const row = yield* repo.keyById(id)
+      if (row === undefined) return yield* NotFound.of("api key", id)
+      if (row.revoked_at !== null) return yield* new Conflict({ message: `api key ${id} is revoked`, details: {} })
+      const secret = newApiKeySecret()
+      yield* repo.transaction(
+        Effect.zipRight(repo.replaceSecret(id, hashSecret(secret), displayPrefix(secret)), authRepo.deleteKeyTokens(id))
+      )
+      return { ...toApiKey({ ...row, prefix: displayPrefix(secret) }), secret } satisfies ApiKeyWithSecret
+    })
+
+    /** The key if the actor may manage it: 404 when missing, 403 when another user's (unless admin). */
+    const loadKeyAs = (actor: Actor, id: string) =>
+      Effect.flatMap(repo.keyById(id), (row) =>
+        authorizeOwned(actor, "api key", id, row === undefined ? undefined : { ...row, owner_id: row.user_id })
+      )
 
     return {
       findUser,
@@ -74,52 +133,68 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
         )
         return { ...toUser(row), admin: input.admin }
       }),
-      /** Creates a key carrying `scopes`, never more than its user may have. The secret is in this answer only. */
-      createKey: Effect.fn("Users.createKey")(function* (input: NewApiKey) {
-        const user = yield* findUser(input.userId)
-        const allowed = grantableScopes(Boolean(user.is_admin))
-        const denied = input.scopes.filter((s) => !allowed.includes(s))
-        if (denied.length > 0) return yield* BadRequest.field("scopes", `the user may not hold ${denied.join(", ")}`)
-        if (input.scopes.length === 0) return yield* BadRequest.field("scopes", "choose at least one scope")
-        const secret = newApiKeySecret()
-        const row: ApiKeyRow & { secret_hash: string } = {
-          id: newApiKeyId(),
-          user_id: user.id,
-          name: input.name,
-          prefix: displayPrefix(secret),
-          scopes: [...new Set(input.scopes)].join(","),
-          created_at: now(),
-          expires_at: input.expiresAt,
-          revoked_at: null,
-          last_used_at: null,
-          secret_hash: hashSecret(secret)
-        }
-        yield* repo.insertKey(row)
-        return { ...toApiKey(row), secret } satisfies ApiKeyWithSecret
-      }),
+      createKey,
       listKeys: (userId: string | null) => Effect.map(repo.keys(userId), (rows) => rows.map(toApiKey)),
       findKey: (id: string) =>
         Effect.flatMap(repo.keyById(id), (row) =>
           row ? Effect.succeed(row) : Effect.fail(NotFound.of("api key", id))
         ),
-      /** Revokes at once: the next request with the key is refused. */
-      revokeKey: Effect.fn("Users.revokeKey")(function* (id: string) {
-        const row = yield* repo.keyById(id)
-        if (row === undefined) return yield* NotFound.of("api key", id)
-        if (row.revoked_at !== null)
-          return yield* new Conflict({ message: `api key ${id} is already revoked`, details: {} })
-        const at = now()
-        yield* repo.revokeKey(id, at)
-        return toApiKey({ ...row, revoked_at: at })
+      revokeKey,
+      rotateKey,
+
+      // The same operations for an authenticated caller (the keys endpoints): own keys with any
+      // valid credential, other users' keys with `admin` (403), a missing key 404.
+
+      /** Creates a key for the caller, or (admin) for `user_id`, with no scope the caller's credential lacks. */
+      createKeyAs: Effect.fn("Users.createKeyAs")(function* (actor: Actor, input: ApiKeyCreate) {
+        const userId = input.user_id ?? actor.userId
+        if (userId !== actor.userId && !seesAll(actor)) {
+          return yield* new Forbidden({
+            message: "creating a key for another user needs the admin scope",
+            details: { required_scope: "admin" }
+          })
+        }
+        const beyond = input.scopes.filter((s) => !hasScope(actor, s))
+        if (beyond.length > 0) {
+          return yield* new Forbidden({
+            message: `this credential cannot grant ${beyond.join(", ")}`,
+            details: { scopes: beyond }
+          })
+        }
+        const expiresAt = input.expires_at ?? null
+        if (expiresAt !== null && expiresAt <= now()) {
+          return yield* BadRequest.field("expires_at", "must be in the future")
+        }
+        return yield* createKey({ userId, name: input.name, scopes: input.scopes, expiresAt })
       }),
-      /** A new secret for the same key id and scopes; the old secret stops working at once. */
-      rotateKey: Effect.fn("Users.rotateKey")(function* (id: string) {
+      listKeysAs: Effect.fn("Users.listKeysAs")(function* (actor: Actor, params: ApiKeyListParams) {
+        const userId = params.user_id ?? actor.userId
+        if (userId !== actor.userId && !seesAll(actor)) {
+          return yield* new Forbidden({
+            message: "listing another user's keys needs the admin scope",
+            details: { required_scope: "admin" }
+          })
+        }
+        const [rows, total] = yield* repo.keysPage(userId, params.limit, params.offset)
+        return { keys: rows.map(toApiKey), total, limit: params.limit, offset: params.offset } satisfies ApiKeyList
+      }),
+      rotateKeyAs: Effect.fn("Users.rotateKeyAs")(function* (actor: Actor, id: string) {
+        yield* loadKeyAs(actor, id)
+        return yield* rotateKey(id)
+      }),
+      revokeKeyAs: Effect.fn("Users.revokeKeyAs")(function* (actor: Actor, id: string) {
+        yield* loadKeyAs(actor, id)
+        return yield* revokeKey(id)
+      }),
+      usageAs: Effect.fn("Users.usageAs")(function* (actor: Actor, id: string) {
+        yield* loadKeyAs(actor, id)
+        return yield* usage.report(id)
+      }),
+      /** Usage of a key (the CLI). */
+      usage: Effect.fn("Users.usage")(function* (id: string) {
         const row = yield* repo.keyById(id)
         if (row === undefined) return yield* NotFound.of("api key", id)
-        if (row.revoked_at !== null) return yield* new Conflict({ message: `api key ${id} is revoked`, details: {} })
-        const secret = newApiKeySecret()
-        yield* repo.replaceSecret(id, hashSecret(secret), displayPrefix(secret))
-        return { ...toApiKey({ ...row, prefix: displayPrefix(secret) }), secret } satisfies ApiKeyWithSecret
+        return yield* usage.report(id)
       })
     }
   })

@@ -23,6 +23,13 @@ export interface ApiKeyRow {
   readonly last_used_at: string | null
 }
 
+/** The usage totals kept on a key's row. */
+export interface KeyUsageRow {
+  readonly total_requests: number | string
+  readonly last_used_at: string | null
+  readonly last_used_ip: string | null
+}
+
 /** What authentication needs of a key, in one indexed lookup. */
 export interface KeyCredentialRow {
   readonly id: ApiKeyId
@@ -57,6 +64,34 @@ const q = {
   credential: statement<KeyCredentialRow>(
     "keys.credential",
     "SELECT k.id, k.user_id, k.secret_hash, k.scopes, k.expires_at, k.revoked_at, u.is_admin FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.secret_hash = ?"
+  ),
+  keysOfUserPage: statement<ApiKeyRow>(
+    "keys.ofUserPage",
+    `SELECT ${keyColumns} FROM api_keys WHERE user_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`
+  ),
+  countKeysOfUser: statement<{ total: number }>(
+    "keys.countOfUser",
+    "SELECT COUNT(*) AS total FROM api_keys WHERE user_id = ?"
+  ),
+  usageTotals: statement<KeyUsageRow>(
+    "keys.usageTotals",
+    "SELECT total_requests, last_used_at, last_used_ip FROM api_keys WHERE id = ?"
+  ),
+  usageDays: statement<{ day: string; count: number | string }>(
+    "keys.usageDays",
+    "SELECT day, count FROM api_key_usage WHERE key_id = ? AND day >= ? ORDER BY day"
+  ),
+  addUsage: statement(
+    "keys.addUsage",
+    `UPDATE api_keys SET total_requests = total_requests + ?,
+       last_used_ip = CASE WHEN last_used_at IS NULL OR last_used_at <= ? THEN ? ELSE last_used_ip END,
+       last_used_at = CASE WHEN last_used_at IS NULL OR last_used_at <= ? THEN ? ELSE last_used_at END
+     WHERE id = ?`
+  ),
+  addUsageDay: statement(
+    "keys.addUsageDay",
+    `INSERT INTO api_key_usage (key_id, day, count) SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM api_keys WHERE id = ?)
+     ON CONFLICT (key_id, day) DO UPDATE SET count = api_key_usage.count + excluded.count`
   ),
   revoke: statement("keys.revoke", "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
   replaceSecret: statement(
@@ -97,7 +132,18 @@ export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/Use
         ]),
       keyById: (id: string) => store.get(q.keyById, [id]),
       keys: (userId: string | null) => (userId === null ? store.all(q.allKeys) : store.all(q.keysOfUser, [userId])),
+      keysPage: (userId: string, limit: number, offset: number) =>
+        Effect.zip(
+          store.all(q.keysOfUserPage, [userId, limit, offset]),
+          Effect.map(store.get(q.countKeysOfUser, [userId]), (r) => Number(r?.total ?? 0))
+        ),
       credentialByHash: (hash: string) => store.get(q.credential, [hash]),
+      usageTotals: (id: string) => store.get(q.usageTotals, [id]),
+      usageDays: (id: string, since: string) => store.all(q.usageDays, [id, since]),
+      /** Adds a batch of requests to a key's totals; the last use moves only forward. */
+      addUsage: (id: string, requests: number, lastUsedAt: string, lastUsedIp: string) =>
+        store.run(q.addUsage, [requests, lastUsedAt, lastUsedIp, lastUsedAt, lastUsedAt, id]),
+      addUsageDay: (id: string, day: string, requests: number) => store.run(q.addUsageDay, [id, day, requests, id]),
       revokeKey: (id: string, at: string) => store.run(q.revoke, [at, id]),
       replaceSecret: (id: string, hash: string, prefix: string) => store.run(q.replaceSecret, [hash, prefix, id])
     }

@@ -1,0 +1,169 @@
+/**
+ * Short-lived access tokens: JWTs signed HS256 with the service's secret (header `kid`, claims
+ * `sub`, `iat`, `exp`, `scope` as an array, and `jti`). The secret is `TASKWRIGHT_JWT_SECRET`
+ * (its UTF-8 bytes, at least 32 of them, else the service refuses to start) or one generated on
+ * first start and kept in the store's `settings` table.
+ *
+ * Each token's `jti` is recorded against the API key it was made from, so verification can
+ * check that key is still live: revoking or rotating the key, or its expiry, ends its tokens.
+ * Verification pins the algorithm, requires `exp`, `iat`, `sub` and `jti`, and checks `kid`.
+ */
+import { createHash, randomBytes, webcrypto } from "node:crypto"
+import { Data, Effect, Option, Schema } from "effect"
+import { jwtVerify, SignJWT } from "jose"
+import { TaskwrightConfig } from "../Config.js"
+import { Unauthorized } from "../domain/Errors.js"
+import { randomBase62 } from "../domain/Ids.js"
+import type { StoreError } from "../store/Store.js"
+import type { Actor } from "./Actor.js"
+import { AuthRepo } from "./AuthRepo.js"
+import { defaultAuthSettings } from "./AuthSettings.js"
+import { parseScopes, type Scope } from "./Scopes.js"
+
+/** The configuration refuses what the service cannot safely run with. */
+export class AuthConfigError extends Data.TaggedError("AuthConfigError")<{ readonly message: string }> {}
+
+/** Access tokens live one hour (spec part 8). */
+export const ACCESS_TOKEN_TTL_SECONDS = 3600
+/** The one signing algorithm: tokens with any other `alg` (`none` included) are refused. */
+export const ACCESS_TOKEN_ALGORITHM = "HS256"
+const SETTINGS_KEY = "jwt_secret"
+const MIN_SECRET_BYTES = 32
+/** Tolerated clock difference between this server and the one that issued a token. */
+const LEEWAY_SECONDS = 30
+
+/** The answer of `POST /api/auth/token`. */
+export const AccessTokenResponse = Schema.Struct({
+  access_token: Schema.String,
+  token_type: Schema.Literal("Bearer"),
+  expires_in: Schema.Number
+})
+export type AccessTokenResponse = typeof AccessTokenResponse.Type
+
+/** What a token is minted from: a live API key. */
+export interface TokenSource {
+  readonly keyId: string
+  readonly userId: string
+  readonly scopes: ReadonlySet<Scope>
+  readonly keyExpiresAt: string | null
+}
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]{2,2048}\.[A-Za-z0-9_-]{2,4096}\.[A-Za-z0-9_-]{2,512}$/
+
+/** True when `token` looks like a compact JWS (three base64url parts). */
+export const looksLikeJwt = (token: string): boolean => JWT_SHAPE.test(token)
+
+const invalid = new Unauthorized({ message: "invalid or expired credential", details: {} })
+
+export class AccessTokens extends Effect.Service<AccessTokens>()("@taskwright/core/AccessTokens", {
+  effect: Effect.gen(function* () {
+    const repo = yield* AuthRepo
+    const settings = (yield* TaskwrightConfig).auth ?? defaultAuthSettings
+
+    const secret = yield* Option.match(settings.jwtSecret, {
+      onSome: (s) => Effect.succeed(s),
+      onNone: () => repo.settingOrInit(SETTINGS_KEY, () => randomBytes(32).toString("base64url"))
+    })
+    const bytes = new TextEncoder().encode(secret)
+    if (bytes.length < MIN_SECRET_BYTES) {
+      return yield* new AuthConfigError({
+        message: `TASKWRIGHT_JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes (it has ${bytes.length}); refusing to start`
+      })
+    }
+    // Imported once: jose would otherwise import a raw key on every call.
+    const key = yield* Effect.promise(() =>
+      webcrypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"])
+    )
+    // Names the secret without revealing it; changes when the secret does.
+    const kid = createHash("sha256").update("taskwright-jwt-kid:").update(bytes).digest("base64url").slice(0, 16)
+
+    return {
+      kid,
+      /** Signs a token for `source`; it expires in an hour, or with its key if that comes first. */
+      issue: Effect.fn("AccessTokens.issue")(function* (source: TokenSource) {
+        const now = Date.now()
+        const iat = Math.floor(now / 1000)
+        const keyLeft =
+          source.keyExpiresAt === null
+            ? ACCESS_TOKEN_TTL_SECONDS
+            : Math.floor((Date.parse(source.keyExpiresAt) - now) / 1000)
+        const expiresIn = Math.min(ACCESS_TOKEN_TTL_SECONDS, keyLeft)
+        if (expiresIn <= 0) return yield* invalid
+        const jti = randomBase62(22)
+        const exp = iat + expiresIn
+        yield* repo.pruneTokens(new Date(now).toISOString())
+        yield* repo.insertToken(jti, source.keyId, new Date(exp * 1000).toISOString())
+        const token = yield* Effect.promise(() =>
+          new SignJWT({ scope: [...source.scopes] })
+            .setProtectedHeader({ alg: ACCESS_TOKEN_ALGORITHM, typ: "JWT", kid })
+            .setSubject(source.userId)
+            .setIssuedAt(iat)
+            .setExpirationTime(exp)
+            .setJti(jti)
+            .sign(key)
+        )
+        return { access_token: token, token_type: "Bearer", expires_in: expiresIn } satisfies AccessTokenResponse
+      }),
+
+      /** The actor of a token, if its signature, claims and key all hold. */
+      verify: (token: string): Effect.Effect<Actor, Unauthorized | StoreError> => {
+        if (!looksLikeJwt(token)) return Effect.fail(invalid)
+        return Effect.tryPromise({
+          try: () =>
+            jwtVerify(token, key, {
+              algorithms: [ACCESS_TOKEN_ALGORITHM],
+              requiredClaims: ["sub", "iat", "exp", "jti"],
+              maxTokenAge: ACCESS_TOKEN_TTL_SECONDS + LEEWAY_SECONDS,
+              clockTolerance: LEEWAY_SECONDS
+            }),
+          catch: () => invalid
+        }).pipe(
+          Effect.flatMap(({ payload, protectedHeader }) => {
+            const { sub, jti, exp, iat, scope } = payload
+            if (
+              protectedHeader.kid !== kid ||
+              typeof sub !== "string" ||
+              typeof jti !== "string" ||
+              typeof exp !== "number" ||
+              typeof iat !== "number" ||
+              iat > Date.now() / 1000 + LEEWAY_SECONDS ||
+              !Array.isArray(scope) ||
+              !scope.every((s) => typeof s === "string")
+            ) {
+              return Effect.fail(invalid)
+            }
+            return Effect.flatMap(repo.tokenKey(jti), (row): Effect.Effect<Actor, Unauthorized> => {
+              const now = new Date().toISOString()
+              if (
+                row === undefined ||
+                row.user_id !== sub ||
+                row.revoked_at !== null ||
+                (row.expires_at !== null && row.expires_at <= now)
+              ) {
+                return Effect.fail(invalid)
+              }
+              // The token's scopes, never more than its key holds now, admin only for admins.
+              const held = parseScopes(row.scopes)
+              const scopes = new Set<Scope>()
+              for (const s of parseScopes(scope.join(","))) if (held.has(s)) scopes.add(s)
+              if (!row.is_admin) scopes.delete("admin")
+              return Effect.succeed({
+                userId: row.user_id,
+                scopes,
+                credential: {
+                  kind: "jwt",
+                  id: jti,
+                  expiresAt: new Date(exp * 1000).toISOString(),
+                  keyId: row.key_id
+                }
+              })
+            })
+          })
+        )
+      },
+
+      /** Ends every token made from `keyId` (on rotation). */
+      revokeKeyTokens: (keyId: string) => Effect.asVoid(repo.deleteKeyTokens(keyId))
+    }
+  })
+}) {}

@@ -1,0 +1,117 @@
+/**
+ * The front door of every request, in one place so that no endpoint can skip it: authenticate
+ * the credential (Bearer API key or access token, else the session cookie), spend the right
+ * rate-limit budget, check the `Origin` of cookie-authenticated state changes, and count the
+ * request in its API key's usage. Servers call {@link Gate.admit} once per request and turn the
+ * answer into headers and, when refused, the error.
+ *
+ * Budgets (DECISIONS, "Rate limits"): a valid credential spends its own (an API key and the
+ * access tokens made from it share one; a session spends its user's); anything else spends the
+ * client address's anonymous budget, a credential that fails to authenticate included.
+ */
+import { Effect } from "effect"
+import { TaskwrightConfig } from "../Config.js"
+import { Forbidden, RateLimited, type Unauthorized } from "../domain/Errors.js"
+import { addressSubject } from "../ratelimit/ClientAddress.js"
+import { type RateLimiter, RateLimiter as RateLimiterTag, type RateState } from "../ratelimit/RateLimiter.js"
+import type { StoreError } from "../store/Store.js"
+import { KeyUsage } from "../users/KeyUsage.js"
+import type { Actor } from "./Actor.js"
+import { Auth } from "./Auth.js"
+import { defaultAuthSettings } from "./AuthSettings.js"
+import { sameOrigin } from "./Csrf.js"
+import { isSafeMethod, type RequestInfo } from "./RequestInfo.js"
+
+/**
+ * How an endpoint treats credentials:
+ * - `required`: no valid credential is 401; over budget is 429.
+ * - `optional` (public endpoints): a missing or invalid credential is ignored (the request
+ *   spends the anonymous budget); over budget is 429.
+ * - `verify` (`/api/auth/verify`, for reverse proxies): like `required`, but never 429, which
+ *   proxies turn into 500: a caller without a valid credential over budget gets 401, a valid
+ *   credential over its budget 403 (with `Retry-After`).
+ */
+export type GateMode = "required" | "optional" | "verify"
+
+/** The outcome: who is calling (if anyone), the budget's state, and the error when refused. */
+export interface Admission {
+  readonly actor: Actor | undefined
+  readonly rate: RateState
+  readonly refusal: Unauthorized | Forbidden | RateLimited | undefined
+}
+
+const rateLimited = (rate: RateState, who: string) =>
+  new RateLimited({
+    message: `rate limit exceeded: ${rate.limit} requests per minute ${who}; retry after ${rate.retryAfter} s`,
+    details: { limit: rate.limit, retry_after: rate.retryAfter }
+  })
+
+const csrf = new Forbidden({
+  message: "cross-site request refused: a cookie-authenticated change must come from this service's origin",
+  details: { reason: "csrf" }
+})
+
+export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
+  effect: Effect.gen(function* () {
+    const auth = yield* Auth
+    const limiter: RateLimiter = yield* RateLimiterTag
+    const usage = yield* KeyUsage
+    const settings = (yield* TaskwrightConfig).auth ?? defaultAuthSettings
+    const { authenticated, anonymous } = limiter.policies
+
+    const asAnonymous = (request: RequestInfo, mode: GateMode, error: Unauthorized) =>
+      Effect.map(
+        limiter.consume(anonymous, addressSubject(request.clientAddress)),
+        (rate): Admission => ({
+          actor: undefined,
+          rate,
+          refusal: rate.allowed
+            ? mode === "optional"
+              ? undefined
+              : error
+            : mode === "verify"
+              ? error
+              : rateLimited(rate, "without a valid credential, per client address")
+        })
+      )
+
+    const asActor = (request: RequestInfo, mode: GateMode, actor: Actor) => {
+      const keyId = actor.credential.keyId
+      if (keyId !== undefined) usage.record(keyId, request.clientAddress)
+      const subject = keyId === undefined ? `u:${actor.userId}` : `k:${keyId}`
+      return Effect.map(limiter.consume(authenticated, subject), (rate): Admission => {
+        if (!rate.allowed) {
+          const error = rateLimited(rate, "per credential")
+          return {
+            actor,
+            rate,
+            refusal: mode === "verify" ? new Forbidden({ message: error.message, details: error.details }) : error
+          }
+        }
+        if (
+          actor.credential.kind === "session" &&
+          mode === "required" &&
+          !isSafeMethod(request.method) &&
+          !sameOrigin(settings, request, true)
+        ) {
+          return { actor, rate, refusal: csrf }
+        }
+        return { actor, rate, refusal: undefined }
+      })
+    }
+
+    return {
+      /** Authenticates and rate-limits one request. */
+      admit: (request: RequestInfo, mode: GateMode): Effect.Effect<Admission, StoreError> =>
+        auth
+          .authenticateRequest({ authorization: request.header("authorization"), cookie: request.header("cookie") })
+          .pipe(
+            Effect.matchEffect({
+              onFailure: (error) =>
+                error._tag === "Unauthorized" ? asAnonymous(request, mode, error) : Effect.fail(error),
+              onSuccess: (actor) => asActor(request, mode, actor)
+            })
+          )
+    }
+  })
+}) {}

@@ -1,0 +1,168 @@
+/**
+ * Browser sessions: login with email and password, the `service_session` cookie, refresh and
+ * logout. A session token is 32 random bytes (43 base64url characters); only its SHA-256 is
+ * stored. Login answers an unknown email, a user without a password and a wrong password alike,
+ * after the same argon2id work, and is limited per account as well as per address.
+ */
+import { randomBytes } from "node:crypto"
+import { Effect, Option, Schema } from "effect"
+import { TaskwrightConfig } from "../Config.js"
+import { Forbidden, RateLimited, Unauthorized } from "../domain/Errors.js"
+import { randomBase62, type UserId } from "../domain/Ids.js"
+import { Timestamp } from "../domain/Timestamp.js"
+import { RateLimiter } from "../ratelimit/RateLimiter.js"
+import { User } from "../users/User.js"
+import { toUser } from "../users/Users.js"
+import { UsersRepo } from "../users/UsersRepo.js"
+import type { Actor } from "./Actor.js"
+import { AuthRepo } from "./AuthRepo.js"
+import { defaultAuthSettings, publicOrigin } from "./AuthSettings.js"
+import { sameOrigin } from "./Csrf.js"
+import { verifyPasswordOrDummy } from "./Passwords.js"
+import type { RequestInfo } from "./RequestInfo.js"
+import { grantableScopes } from "./Scopes.js"
+import { digestsEqual, hashSecret } from "./Secrets.js"
+
+/** The cookie that carries a session token. */
+export const SESSION_COOKIE = "service_session"
+/** A session lasts 7 days from login or refresh. */
+export const SESSION_TTL_SECONDS = 7 * 24 * 60 * 60
+
+const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/
+
+export const LoginRequest = Schema.Struct({
+  email: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(320)),
+  password: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024))
+})
+export type LoginRequest = typeof LoginRequest.Type
+
+export const SessionInfo = Schema.Struct({ token: Schema.String, expires_at: Timestamp })
+export type SessionInfo = typeof SessionInfo.Type
+
+/** The answer of login (spec part 5). */
+export const LoginResponse = Schema.Struct({ user: User, session: SessionInfo })
+export type LoginResponse = typeof LoginResponse.Type
+
+/** The answer of refresh: the new token and expiry. */
+export const RefreshResponse = Schema.Struct({ session: SessionInfo })
+
+/** The token in a `Cookie` header, if it has a session token's shape. */
+export const sessionTokenFromCookie = (header: string | undefined): string | undefined => {
+  if (header === undefined) return undefined
+  let at = header.indexOf(`${SESSION_COOKIE}=`)
+  while (at !== -1) {
+    if (at === 0 || header[at - 1] === " " || header[at - 1] === ";") {
+      const start = at + SESSION_COOKIE.length + 1
+      const end = header.indexOf(";", start)
+      const value = (end === -1 ? header.slice(start) : header.slice(start, end)).trim()
+      return TOKEN_SHAPE.test(value) ? value : undefined
+    }
+    at = header.indexOf(`${SESSION_COOKIE}=`, at + 1)
+  }
+  return undefined
+}
+
+const failed = new Unauthorized({ message: "wrong email or password", details: {} })
+const invalid = new Unauthorized({ message: "invalid or expired credential", details: {} })
+
+const newToken = (): string => randomBytes(32).toString("base64url")
+const expiry = (from: number): string => new Date(from + SESSION_TTL_SECONDS * 1000).toISOString()
+
+export class Sessions extends Effect.Service<Sessions>()("@taskwright/core/Sessions", {
+  effect: Effect.gen(function* () {
+    const repo = yield* AuthRepo
+    const users = yield* UsersRepo
+    const limiter = yield* RateLimiter
+    const settings = (yield* TaskwrightConfig).auth ?? defaultAuthSettings
+    const httpsByConfig = Option.exists(publicOrigin(settings), (o) => o.startsWith("https:"))
+
+    const cookieAttributes = (request: RequestInfo) =>
+      `Path=/; HttpOnly; SameSite=Lax${request.secure || httpsByConfig ? "; Secure" : ""}`
+
+    const start = (userId: UserId) =>
+      Effect.gen(function* () {
+        const token = newToken()
+        const at = Date.now()
+        const row = {
+          id: `ses_${randomBase62(16)}`,
+          user_id: userId,
+          token_hash: hashSecret(token),
+          created_at: new Date(at).toISOString(),
+          expires_at: expiry(at)
+        }
+        yield* repo.pruneSessions(row.created_at)
+        yield* repo.insertSession(row)
+        return { token, expires_at: row.expires_at } satisfies SessionInfo
+      })
+
+    return {
+      /** The `Set-Cookie` value that hands `token` to the browser. */
+      cookie: (token: string, request: RequestInfo) =>
+        `${SESSION_COOKIE}=${token}; Max-Age=${SESSION_TTL_SECONDS}; ${cookieAttributes(request)}`,
+      /** The `Set-Cookie` value that makes the browser drop its session cookie. */
+      expiredCookie: (request: RequestInfo) =>
+        `${SESSION_COOKIE}=; Max-Age=0; Expires=Thu, 01 Jan 1970 00:00:00 GMT; ${cookieAttributes(request)}`,
+
+      /** The actor of a session token (from the cookie). */
+      authenticate: (token: string) => {
+        if (!TOKEN_SHAPE.test(token)) return Effect.fail(invalid)
+        const hash = hashSecret(token)
+        return Effect.flatMap(repo.sessionByHash(hash), (row): Effect.Effect<Actor, Unauthorized> => {
+          if (row === undefined || !digestsEqual(row.token_hash, hash)) return Effect.fail(invalid)
+          if (row.expires_at <= new Date().toISOString()) return Effect.fail(invalid)
+          return Effect.succeed({
+            userId: row.user_id,
+            scopes: new Set(grantableScopes(Boolean(row.is_admin))),
+            credential: { kind: "session", id: row.id, expiresAt: row.expires_at }
+          })
+        })
+      },
+
+      /**
+       * Checks an email and password and opens a session. A cross-site login form (an `Origin`
+       * that is not ours) is refused; so is an account past its attempt budget, before any
+       * password work.
+       */
+      login: Effect.fn("Sessions.login")(function* (input: LoginRequest, request: RequestInfo) {
+        if (!sameOrigin(settings, request, false)) {
+          return yield* new Forbidden({
+            message: "cross-origin login refused: the Origin is not this service's",
+            details: { reason: "csrf" }
+          })
+        }
+        const account = input.email.trim().toLowerCase()
+        const budget = yield* limiter.consume(limiter.policies.login, account)
+        if (!budget.allowed) {
+          return yield* new RateLimited({
+            message: "too many login attempts for this account; try again later",
+            details: { retry_after: budget.retryAfter }
+          })
+        }
+        const user = yield* users.userByEmail(account)
+        const ok = yield* verifyPasswordOrDummy(user?.password_hash ?? null, input.password)
+        if (user === undefined || !ok) return yield* failed
+        const session = yield* start(user.id)
+        return { user: toUser(user), session } satisfies LoginResponse
+      }),
+
+      /** A new token and a new 7-day expiry for the actor's session; the old token stops working at once. */
+      refresh: Effect.fn("Sessions.refresh")(function* (actor: Actor, currentToken: string) {
+        const token = newToken()
+        const expiresAt = expiry(Date.now())
+        const changed = yield* repo.replaceSessionToken(
+          actor.credential.id,
+          hashSecret(currentToken),
+          hashSecret(token),
+          expiresAt
+        )
+        if (changed === 0) return yield* invalid
+        return { token, expires_at: expiresAt } satisfies SessionInfo
+      }),
+
+      /** Ends the actor's session server-side. */
+      logout: Effect.fn("Sessions.logout")(function* (actor: Actor) {
+        yield* repo.deleteSession(actor.credential.id)
+      })
+    }
+  })
+}) {}

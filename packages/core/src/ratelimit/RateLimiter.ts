@@ -1,0 +1,102 @@
+/**
+ * Fixed-window rate limiting over a pluggable {@link RateLimitStore}. A policy names a budget
+ * (`limit` hits per `windowMs`); a subject (a key id, a user id, a client address, an account)
+ * spends it. The answer carries what the `X-RateLimit-*` headers and `Retry-After` need.
+ */
+import { Effect, Layer, Option, Schedule } from "effect"
+import { defaultAuthSettings } from "../auth/AuthSettings.js"
+import { TaskwrightConfig } from "../Config.js"
+import { StoreTag } from "../store/Store.js"
+import * as MemoryRateLimitStore from "./MemoryRateLimitStore.js"
+import { RateLimitStore } from "./RateLimitStore.js"
+import * as SqlRateLimitStore from "./SqlRateLimitStore.js"
+
+/** A budget: at most `limit` hits per fixed window of `windowMs`, counted per subject. */
+export interface RatePolicy {
+  /** Short, unique: it prefixes the bucket names in the store. */
+  readonly name: string
+  readonly limit: number
+  readonly windowMs: number
+}
+
+/** The state of a subject's budget after one hit. */
+export interface RateState {
+  readonly allowed: boolean
+  readonly limit: number
+  readonly remaining: number
+  /** When the window ends, Unix seconds (`X-RateLimit-Reset`). */
+  readonly reset: number
+  /** Seconds until the window ends, at least 1 (`Retry-After`). */
+  readonly retryAfter: number
+}
+
+const stateOf = (policy: RatePolicy, count: number, windowStart: number, nowMs: number): RateState => {
+  const end = windowStart + policy.windowMs
+  return {
+    allowed: count <= policy.limit,
+    limit: policy.limit,
+    remaining: count >= policy.limit ? 0 : policy.limit - count,
+    reset: Math.ceil(end / 1000),
+    retryAfter: Math.max(1, Math.ceil((end - nowMs) / 1000))
+  }
+}
+
+export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core/RateLimiter", {
+  scoped: Effect.gen(function* () {
+    const store = yield* RateLimitStore
+    const settings = (yield* TaskwrightConfig).auth ?? defaultAuthSettings
+
+    const policies = {
+      /** A valid credential: per API key (its access tokens included) or per user for sessions. */
+      authenticated: { name: "c", limit: settings.authenticatedPerMinute, windowMs: 60_000 },
+      /** No valid credential: per client address. */
+      anonymous: { name: "a", limit: settings.anonymousPerMinute, windowMs: 60_000 },
+      /** Login attempts per account, whatever the address. */
+      login: { name: "l", limit: settings.loginAttempts, windowMs: settings.loginWindowMinutes * 60_000 }
+    } as const satisfies Record<string, RatePolicy>
+
+    const longest = Math.max(...Object.values(policies).map((p) => p.windowMs))
+    // Old windows are forgotten once a minute (a no-op for the in-memory store).
+    yield* Effect.forkScoped(
+      Effect.suspend(() => store.prune(Date.now() - longest)).pipe(
+        Effect.ignore,
+        Effect.repeat(Schedule.spaced("1 minute")),
+        Effect.delay("1 minute")
+      )
+    )
+
+    const hitSync = store.hitSync
+    return {
+      policies,
+      /** Spends one hit of `subject`'s budget under `policy`. */
+      consume: (policy: RatePolicy, subject: string) => {
+        const now = Date.now()
+        const windowStart = now - (now % policy.windowMs)
+        const bucket = `${policy.name}:${subject}`
+        if (hitSync !== undefined) {
+          const hit = hitSync(bucket, windowStart, policy.windowMs)
+          return Effect.succeed(stateOf(policy, hit.count, hit.windowStart, now))
+        }
+        return Effect.map(store.hit(bucket, windowStart, policy.windowMs), (hit) =>
+          stateOf(policy, hit.count, hit.windowStart, now)
+        )
+      }
+    }
+  })
+}) {}
+
+/**
+ * The counters' store chosen by the settings: `TASKWRIGHT_RATE_LIMIT_STORE=memory|database`,
+ * by default the database when it is PostgreSQL (so several processes share one budget) and
+ * memory for the embedded SQLite store.
+ */
+export const RateLimitStoreLive: Layer.Layer<RateLimitStore, never, TaskwrightConfig | StoreTag> = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const config = yield* TaskwrightConfig
+    const store = yield* StoreTag
+    const chosen = Option.getOrElse((config.auth ?? defaultAuthSettings).rateLimitStore, () =>
+      store.dialect === "pg" ? ("database" as const) : ("memory" as const)
+    )
+    return chosen === "database" ? SqlRateLimitStore.layer : MemoryRateLimitStore.layer
+  })
+)
