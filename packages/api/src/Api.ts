@@ -12,6 +12,8 @@ import {
   RateLimitedError,
   UnauthorizedError
 } from "./Errors.js"
+import { AuthGroup } from "./groups/Auth.js"
+import { KeysGroup } from "./groups/Keys.js"
 import { LabelsGroup } from "./groups/Labels.js"
 import { ProjectsGroup } from "./groups/Projects.js"
 import { SystemGroup } from "./groups/System.js"
@@ -23,6 +25,8 @@ export class TaskwrightApi extends HttpApi.make("taskwright")
   .add(TasksGroup)
   .add(ProjectsGroup)
   .add(LabelsGroup)
+  .add(AuthGroup)
+  .add(KeysGroup)
   .addError(BadRequestError)
   .addError(UnauthorizedError)
   .addError(ForbiddenError)

@@ -16,7 +16,18 @@ export class RequiredScope extends Context.Tag("@taskwright/api/RequiredScope")<
 /** The authenticated caller of the current request. */
 export class CurrentActor extends Context.Tag("@taskwright/api/CurrentActor")<CurrentActor, Actor>() {}
 
-/** Bearer authentication (API key or access token) for the Effect-native server and the OpenAPI document. */
+/**
+ * Marks the endpoint reverse proxies call (`/api/auth/verify`, nginx `auth_request`, Traefik
+ * ForwardAuth): servers answer it for any method, never read a body, and never answer 429 or a
+ * redirect.
+ */
+export class ForwardAuth extends Context.Tag("@taskwright/api/ForwardAuth")<ForwardAuth, true>() {}
+
+/**
+ * Bearer authentication (API key or access token) for the Effect-native server and the OpenAPI
+ * document. The fast server also accepts the `service_session` cookie set by login (with its
+ * CSRF check); see `Gate` in the core.
+ */
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("@taskwright/api/Authentication", {
   failure: UnauthorizedError,
   provides: CurrentActor,

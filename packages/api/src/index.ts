@@ -1,7 +1,9 @@
 /** Taskwright's HTTP contract. */
 export * from "./Api.js"
 export * from "./Errors.js"
+export * from "./groups/Auth.js"
 export * from "./groups/Common.js"
+export * from "./groups/Keys.js"
 export * from "./groups/Labels.js"
 export * from "./groups/Projects.js"
 export * from "./groups/System.js"

@@ -205,9 +205,27 @@ const keysRevoke = Command.make("revoke", { ...storeOptions, keyId }, (o) =>
   )
 ).pipe(Command.withDescription("revoke a key"))
 
+const keysUsage = Command.make("usage", { ...storeOptions, keyId }, (o) =>
+  withCore(
+    settingsOf(o),
+    Effect.gen(function* () {
+      const usage = yield* (yield* Users).usage(o.keyId)
+      yield* print(
+        o.json,
+        usage,
+        [
+          `${o.keyId}: ${usage.total_requests} request(s)`,
+          `last used: ${usage.last_used_at === null ? "never" : `${usage.last_used_at} from ${usage.last_used_ip ?? "?"}`}`,
+          ...usage.by_day.map((d) => `  ${d.date}  ${d.count}`)
+        ].join("\n")
+      )
+    })
+  )
+).pipe(Command.withDescription("requests made with a key: total, last use, per day (90 days)"))
+
 const keys = Command.make("keys").pipe(
   Command.withDescription("manage API keys"),
-  Command.withSubcommands([keysCreate, keysList, keysRotate, keysRevoke])
+  Command.withSubcommands([keysCreate, keysList, keysRotate, keysRevoke, keysUsage])
 )
 const users = Command.make("users").pipe(
   Command.withDescription("manage users"),

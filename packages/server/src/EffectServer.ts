@@ -4,8 +4,15 @@
  * (or in process with `toWebHandler`). Slower than the fast path, identical in behaviour for
  * every handled request.
  */
-import { HttpApiBuilder, HttpServer } from "@effect/platform"
-import { Authentication, CurrentActor, RequiredScope, type Requirement, TaskwrightApi } from "@taskwright/api"
+import { HttpApiBuilder, HttpApp, HttpServer, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import {
+  Authentication,
+  CurrentActor,
+  type RequestContext,
+  RequiredScope,
+  type Requirement,
+  TaskwrightApi
+} from "@taskwright/api"
 import {
   Auth,
   type CoreServices,
@@ -35,8 +42,15 @@ const AuthenticationLive = Layer.effect(
   )
 )
 
-type LooseInput = { readonly path?: unknown; readonly urlParams?: unknown; readonly payload?: unknown }
-type LooseHandler = (input: LooseInput & { readonly actor: never }) => Effect.Effect<unknown, unknown, CoreServices>
+type LooseInput = {
+  readonly path?: unknown
+  readonly urlParams?: unknown
+  readonly payload?: unknown
+  readonly request: HttpServerRequest.HttpServerRequest
+}
+type LooseHandler = (
+  input: Omit<LooseInput, "request"> & { readonly actor: never; readonly request: RequestContext }
+) => Effect.Effect<unknown, unknown, CoreServices>
 interface LooseHandlers {
   handle(
     name: string,
@@ -44,17 +58,44 @@ interface LooseHandlers {
   ): LooseHandlers
 }
 
-const scopeCheck = (requirement: Requirement) =>
-  Effect.flatMap(CurrentActor, (actor) =>
-    requirement === "authenticated" || requirement === "public" || hasScope(actor, requirement)
-      ? Effect.succeed(actor)
-      : Effect.fail(
-          new Forbidden({
-            message: `this credential lacks the ${requirement} scope`,
-            details: { required_scope: requirement }
-          })
+/**
+ * The handlers' view of one request ({@link RequestContext}); headers they add are applied to
+ * the response before it is written.
+ */
+const requestContext = (request: HttpServerRequest.HttpServerRequest) => {
+  const added: Array<readonly [string, string]> = []
+  const context: RequestContext = {
+    method: request.method,
+    header: (name) => request.headers[name],
+    clientAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
+    secure: false,
+    setHeader: (name, value) => {
+      added.push([name.toLowerCase(), value])
+    }
+  }
+  const applyHeaders = Effect.suspend(() =>
+    added.length === 0
+      ? Effect.void
+      : HttpApp.appendPreResponseHandler((_, response) =>
+          Effect.succeed(added.reduce((r, [name, value]) => HttpServerResponse.setHeader(r, name, value), response))
         )
   )
+  return { context, applyHeaders }
+}
+
+const scopeCheck = (requirement: Requirement) =>
+  requirement === "public"
+    ? Effect.map(Effect.serviceOption(CurrentActor), Option.getOrUndefined)
+    : Effect.flatMap(CurrentActor, (actor) =>
+        requirement === "authenticated" || hasScope(actor, requirement)
+          ? Effect.succeed(actor)
+          : Effect.fail(
+              new Forbidden({
+                message: `this credential lacks the ${requirement} scope`,
+                details: { required_scope: requirement }
+              })
+            )
+      )
 
 const hideStoreErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.catchIf(
@@ -79,11 +120,18 @@ const groupLive = (name: keyof typeof handlers) => {
       const handler = byEndpoint[endpoint.name]
       if (handler === undefined) throw new Error(`no handler for ${name}.${endpoint.name}`)
       out = out.handle(endpoint.name, (req) =>
-        Effect.flatMap(scopeCheck(requirement), (actor) =>
-          hideStoreErrors(
-            handler({ path: req.path, urlParams: req.urlParams, payload: req.payload, actor: actor as never })
-          )
-        )
+        Effect.flatMap(scopeCheck(requirement), (actor) => {
+          const { context, applyHeaders } = requestContext(req.request)
+          return hideStoreErrors(
+            handler({
+              path: req.path,
+              urlParams: req.urlParams,
+              payload: req.payload,
+              actor: actor as never,
+              request: context
+            })
+          ).pipe(Effect.tap(() => applyHeaders))
+        })
       )
     }
     return out as never
@@ -103,7 +151,14 @@ const SystemLive = HttpApiBuilder.group(TaskwrightApi, "system", (h) =>
 
 /** The whole contract as an `HttpApiBuilder` API; needs the core services. */
 export const TaskwrightHttpApiLive = HttpApiBuilder.api(TaskwrightApi).pipe(
-  Layer.provide([SystemLive, groupLive("tasks"), groupLive("projects"), groupLive("labels")]),
+  Layer.provide([
+    SystemLive,
+    groupLive("tasks"),
+    groupLive("projects"),
+    groupLive("labels"),
+    groupLive("auth"),
+    groupLive("keys")
+  ]),
   Layer.provide(AuthenticationLive)
 )
 

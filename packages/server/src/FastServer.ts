@@ -5,17 +5,33 @@
  * socket. Measured against the alternatives in this package's README.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
+import type { TLSSocket } from "node:tls"
 import { HttpApi } from "@effect/platform"
-import { errorBody, RequiredScope, type Requirement, TaskwrightApi } from "@taskwright/api"
+import {
+  errorBody,
+  ForwardAuth,
+  type RequestContext,
+  RequiredScope,
+  type Requirement,
+  TaskwrightApi
+} from "@taskwright/api"
 import {
   type Actor,
-  Auth,
+  type Auth,
   BadRequest,
+  clientAddress,
+  defaultAuthSettings,
   errorWire,
   Forbidden,
+  Gate,
+  type GateMode,
   hasScope,
+  NotFound,
+  type RateState,
   type StoreError,
-  type StoreTag
+  type StoreTag,
+  TaskwrightConfig,
+  Unauthorized
 } from "@taskwright/core"
 import { Cause, Context, Effect, Either, Exit, Option, ParseResult, Runtime, Schema, type SchemaAST } from "effect"
 import FindMyWay from "find-my-way"
@@ -24,17 +40,28 @@ import { type HandlerServices, handlers } from "./handlers/index.js"
 /** Bodies above this are refused with 413 (DECISIONS). */
 export const MAX_BODY_BYTES = 1024 * 1024
 
+const FORWARD_AUTH_METHODS: Array<FindMyWay.HTTPMethod> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+const unauthenticated = new Unauthorized({ message: "authentication required", details: {} })
+
 type Decoder = (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
 type AnyHandler = (input: {
-  readonly actor: Actor
+  readonly actor: Actor | undefined
   readonly path: unknown
   readonly urlParams: unknown
   readonly payload: unknown
+  readonly request: RequestContext
 }) => Effect.Effect<unknown, unknown, HandlerServices>
 
 interface Route {
   readonly name: string
   readonly requirement: Requirement
+  /** How the gate treats credentials: `public` endpoints `optional`, the proxy check `verify`. */
+  readonly mode: GateMode
+  /** The proxy check: any method, the body never read. */
+  readonly forwardAuth: boolean
+  /** The handler answers a preformatted body of this content type (the OpenAPI document, the docs page). */
+  readonly rawContentType?: string
   readonly status: number
   readonly decodePath: Decoder | undefined
   readonly decodeQuery: Decoder | undefined
@@ -42,7 +69,61 @@ interface Route {
   readonly handler: AnyHandler | undefined
 }
 
-export type ServerServices = HandlerServices | Auth | StoreTag
+export type ServerServices = HandlerServices | Auth | Gate | TaskwrightConfig | StoreTag
+
+/**
+ * One request as handlers and the gate see it ({@link RequestContext}): headers, the client's
+ * address (from `X-Forwarded-For` only behind a trusted proxy), whether it came over HTTPS, and
+ * the headers a handler adds to the answer.
+ */
+class Exchange implements RequestContext {
+  private address: string | undefined
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly pathname: string,
+    private readonly trustedHops: number
+  ) {}
+  get method(): string {
+    return this.req.method ?? "GET"
+  }
+  header(name: string): string | undefined {
+    const value = this.req.headers[name]
+    return Array.isArray(value) ? value[0] : value
+  }
+  get clientAddress(): string {
+    this.address ??= clientAddress(
+      this.req.socket.remoteAddress,
+      this.trustedHops > 0 ? this.header("x-forwarded-for") : undefined,
+      this.trustedHops
+    )
+    return this.address
+  }
+  get secure(): boolean {
+    if ((this.req.socket as TLSSocket).encrypted === true) return true
+    if (this.trustedHops === 0) return false
+    return this.header("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https"
+  }
+  setHeader(name: string, value: string): void {
+    if (name.toLowerCase() === "set-cookie") {
+      const prev = this.res.getHeader("set-cookie")
+      this.res.setHeader(
+        "set-cookie",
+        prev === undefined ? [value] : [...(Array.isArray(prev) ? prev : [String(prev)]), value]
+      )
+    } else {
+      this.res.setHeader(name, value)
+    }
+  }
+}
+
+/** `X-RateLimit-*` on every gated answer, `Retry-After` when the budget is spent. */
+const setRateHeaders = (res: ServerResponse, rate: RateState) => {
+  res.setHeader("x-ratelimit-limit", rate.limit)
+  res.setHeader("x-ratelimit-remaining", rate.remaining)
+  res.setHeader("x-ratelimit-reset", rate.reset)
+  if (!rate.allowed) res.setHeader("retry-after", rate.retryAfter)
+}
 
 const JSON_TYPE = "application/json; charset=utf-8"
 
@@ -74,6 +155,19 @@ const lookupHandler = (group: string, endpoint: string): AnyHandler | undefined 
   return byGroup?.[endpoint]
 }
 
+/** A route outside the contract that anyone may call (documents, the 404 answer). */
+const publicRoute = (name: string): Route => ({
+  name,
+  requirement: "public",
+  mode: "optional",
+  forwardAuth: false,
+  status: 200,
+  decodePath: undefined,
+  decodeQuery: undefined,
+  decodePayload: undefined,
+  handler: undefined
+})
+
 /** Compiles the contract into routes. Fails loudly if an endpoint has no scope annotation. */
 const compileRoutes = () => {
   const routes: Array<{ method: string; path: string; route: Route }> = []
@@ -88,6 +182,7 @@ const compileRoutes = () => {
       if (handler === undefined && requirement.value !== "public") {
         throw new Error(`endpoint ${group.identifier}.${endpoint.name} has no handler`)
       }
+      const forwardAuth = Option.isSome(Context.getOption(mergedAnnotations, ForwardAuth))
       const compile = (schema: Option.Option<{ readonly ast: SchemaAST.AST }>, strict: boolean): Decoder | undefined =>
         Option.match(schema, {
           onNone: () => undefined,
@@ -103,6 +198,8 @@ const compileRoutes = () => {
         route: {
           name: `${group.identifier}.${endpoint.name}`,
           requirement: requirement.value,
+          mode: forwardAuth ? "verify" : requirement.value === "public" ? "optional" : "required",
+          forwardAuth,
           status: successes.keys().next().value ?? 200,
           decodePath: compile(endpoint.pathSchema, false),
           decodeQuery: compile(endpoint.urlParamsSchema, false),
@@ -133,11 +230,31 @@ type Body =
 export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, options: FastServerOptions) => {
   const router = FindMyWay({ ignoreTrailingSlash: false, caseSensitive: true, maxParamLength: 200 })
   for (const { method, path, route } of compileRoutes()) {
-    router.on(method as FindMyWay.HTTPMethod, path, () => {}, route)
+    // The proxy check answers whatever method the proxy forwards.
+    const methods = route.forwardAuth ? FORWARD_AUTH_METHODS : (method as FindMyWay.HTTPMethod)
+    router.on(methods, path, () => {}, route)
   }
-  const statics = new Map(options.staticRoutes.map((r) => [r.path, r]))
+  // Documents are public routes like any other: gated, so counted in the caller's budget.
+  const statics = new Map(
+    options.staticRoutes.map((r): [string, Route] => [
+      r.path,
+      {
+        ...publicRoute(`static ${r.path}`),
+        rawContentType: r.contentType,
+        handler: () => Effect.succeed(r.body)
+      }
+    ])
+  )
+  const notFound: Route = {
+    ...publicRoute("not found"),
+    handler: ({ request }) =>
+      Effect.fail(
+        new NotFound({ message: `no route for ${request.method} ${(request as Exchange).pathname}`, details: {} })
+      )
+  }
   const runCallback = Runtime.runCallback(runtime)
-  const auth = Context.get(runtime.context, Auth)
+  const gate = Context.get(runtime.context, Gate)
+  const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
   const commonHeaders = { "x-taskwright-version": options.version }
 
   const send = (res: ServerResponse, status: number, body: string, contentType = JSON_TYPE) => {
@@ -155,6 +272,9 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
   ) => {
     const status = errorWire[error._tag].status
     if (status === 401) res.setHeader("www-authenticate", 'Bearer realm="taskwright"')
+    if (status === 429 && typeof error.details.retry_after === "number" && !res.hasHeader("retry-after")) {
+      res.setHeader("retry-after", error.details.retry_after)
+    }
     send(res, status, JSON.stringify(errorBody(error)))
   }
 
@@ -169,7 +289,11 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
   } => typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in errorWire
 
   const finish = (res: ServerResponse, route: Route) => (exit: Exit.Exit<unknown, unknown>) => {
-    if (Exit.isSuccess(exit)) return send(res, route.status, JSON.stringify(exit.value))
+    if (Exit.isSuccess(exit)) {
+      return route.rawContentType === undefined
+        ? send(res, route.status, JSON.stringify(exit.value))
+        : send(res, route.status, exit.value as string, route.rawContentType)
+    }
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure) && isApiError(failure.value)) return sendError(res, failure.value)
     options.onDefect(route.name, exit.cause)
@@ -192,12 +316,19 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     route: Route,
     params: Record<string, string | undefined>,
     query: string,
-    body: Body
+    body: Body,
+    pathname: string
   ) => {
-    const program: Effect.Effect<unknown, unknown, HandlerServices> = Effect.flatMap(
-      auth.authenticate(req.headers.authorization) as Effect.Effect<Actor, unknown>,
-      (actor) => {
+    const exchange = new Exchange(req, res, pathname, trustedHops)
+    const program: Effect.Effect<unknown, unknown, HandlerServices | Gate> = Effect.flatMap(
+      gate.admit(exchange, route.mode),
+      (admission) => {
+        setRateHeaders(res, admission.rate)
+        if (admission.refusal !== undefined) return Effect.fail(admission.refusal)
+        const actor = admission.actor
+        if (route.mode !== "optional" && actor === undefined) return Effect.fail(unauthenticated)
         if (
+          actor !== undefined &&
           route.requirement !== "authenticated" &&
           route.requirement !== "public" &&
           !hasScope(actor, route.requirement)
@@ -232,7 +363,7 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
         }
         const handler = route.handler
         if (handler === undefined) return Effect.fail(new BadRequest({ message: "no handler", details: {} }))
-        return handler({ actor, path, urlParams, payload })
+        return handler({ actor, path, urlParams, payload, request: exchange })
       }
     )
     runCallback(program as Effect.Effect<unknown, unknown | StoreError, ServerServices>, {
@@ -307,19 +438,23 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     const query = q === -1 ? "" : url.slice(q + 1)
     const method = req.method ?? "GET"
     if (method === "GET") {
-      const file = statics.get(pathname)
-      if (file !== undefined) return send(res, 200, file.body, file.contentType)
       if (pathname === "/api/health") return health(res)
+      const file = statics.get(pathname)
+      if (file !== undefined) return execute(req, res, file, {}, "", undefined, pathname)
     }
     const found = router.find(method as FindMyWay.HTTPMethod, pathname)
-    if (found === null) {
-      return sendError(res, { _tag: "NotFound", message: `no route for ${method} ${pathname}`, details: {} })
-    }
+    if (found === null) return execute(req, res, notFound, {}, "", undefined, pathname)
     const route = found.store as Route
-    if (route.decodePayload !== undefined || (method !== "GET" && method !== "DELETE")) {
-      readBody(req, res, (body) => execute(req, res, route, found.params, query, body))
+    if (route.forwardAuth) {
+      // Never wait for a body here; if one was announced, do not keep the connection for it.
+      if (req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined) {
+        res.setHeader("connection", "close")
+      }
+      execute(req, res, route, found.params, query, undefined, pathname)
+    } else if (route.decodePayload !== undefined || (method !== "GET" && method !== "DELETE")) {
+      readBody(req, res, (body) => execute(req, res, route, found.params, query, body, pathname))
     } else {
-      execute(req, res, route, found.params, query, undefined)
+      execute(req, res, route, found.params, query, undefined, pathname)
     }
   }
 }

@@ -3,15 +3,19 @@
  * contract is served.
  */
 import type { Handlers } from "@taskwright/api"
-import type { Labels, Projects, Tasks } from "@taskwright/core"
+import type { Auth, Labels, Projects, Sessions, Tasks, Users } from "@taskwright/core"
+import { authHandlers } from "./auth.js"
+import { keysHandlers } from "./keys.js"
 import { labelsHandlers } from "./labels.js"
 import { projectsHandlers } from "./projects.js"
 import { tasksHandlers } from "./tasks.js"
 
-export type HandlerServices = Tasks | Projects | Labels
+export type HandlerServices = Tasks | Projects | Labels | Auth | Sessions | Users
 
 export const handlers: Handlers<HandlerServices> = {
   tasks: tasksHandlers,
   projects: projectsHandlers,
-  labels: labelsHandlers
+  labels: labelsHandlers,
+  auth: authHandlers,
+  keys: keysHandlers
 }
