@@ -3,6 +3,7 @@ import { type Actor, seesAll } from "../auth/Actor.js"
 import { Conflict } from "../domain/Errors.js"
 import type { Page } from "../domain/Paging.js"
 import { now } from "../domain/Timestamp.js"
+import { fn } from "../domain/Traced.js"
 import type { StoreError } from "../store/Store.js"
 import type { LabelCreate, LabelList } from "./Label.js"
 import { LabelsRepo } from "./LabelsRepo.js"
@@ -12,11 +13,11 @@ export class Labels extends Effect.Service<Labels>()("@taskwright/core/Labels", 
   effect: Effect.gen(function* () {
     const repo = yield* LabelsRepo
     return {
-      list: Effect.fn("Labels.list")(function* (actor: Actor, page: Page) {
+      list: fn("Labels.list")(function* (actor: Actor, page: Page) {
         const { labels, total } = yield* repo.list(seesAll(actor) ? null : actor.userId, page.limit, page.offset)
         return { labels, total, limit: page.limit, offset: page.offset } satisfies LabelList
       }),
-      create: Effect.fn("Labels.create")(function* (actor: Actor, input: LabelCreate) {
+      create: fn("Labels.create")(function* (actor: Actor, input: LabelCreate) {
         const duplicate = () =>
           new Conflict({
             message: `a label named "${input.name}" already exists`,

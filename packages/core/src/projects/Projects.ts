@@ -13,6 +13,7 @@ import { BadRequest, Conflict } from "../domain/Errors.js"
 import { newProjectId, type ProjectId } from "../domain/Ids.js"
 import type { Page } from "../domain/Paging.js"
 import { now } from "../domain/Timestamp.js"
+import { fn } from "../domain/Traced.js"
 import { cloneRepository } from "../runs/GitWorkspace.js"
 import type { ProjectCreate, ProjectDetail, ProjectList } from "./Project.js"
 import { type ProjectRow, ProjectsRepo, toProject } from "./ProjectsRepo.js"
@@ -57,16 +58,16 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
 
     return {
       load,
-      list: Effect.fn("Projects.list")(function* (actor: Actor, page: Page) {
+      list: fn("Projects.list")(function* (actor: Actor, page: Page) {
         const { projects, total } = yield* repo.list(seesAll(actor) ? null : actor.userId, page.limit, page.offset)
         return { projects, total, limit: page.limit, offset: page.offset } satisfies ProjectList
       }),
-      get: Effect.fn("Projects.get")(function* (actor: Actor, id: ProjectId) {
+      get: fn("Projects.get")(function* (actor: Actor, id: ProjectId) {
         const row = yield* load(actor, id)
         const task_count = yield* repo.taskCount(id)
         return { ...toProject(row), task_count } satisfies ProjectDetail
       }),
-      create: Effect.fn("Projects.create")(function* (actor: Actor, input: ProjectCreate) {
+      create: fn("Projects.create")(function* (actor: Actor, input: ProjectCreate) {
         const problem = checkPath(input.path, config.projectsRoot)
         if (problem !== null) return yield* BadRequest.field("path", problem)
         const path = normalize(input.path).replace(/(.)\/+$/, "$1")
@@ -98,7 +99,7 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
         yield* repo.insert(row)
         return toProject(row)
       }),
-      delete: Effect.fn("Projects.delete")(function* (actor: Actor, id: ProjectId, cascade: boolean) {
+      delete: fn("Projects.delete")(function* (actor: Actor, id: ProjectId, cascade: boolean) {
         yield* load(actor, id)
         if (yield* repo.hasRunningRuns(id)) {
           return yield* new Conflict({

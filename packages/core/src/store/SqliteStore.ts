@@ -51,19 +51,25 @@ export const makeStore = (db: Database.Database): Store => {
   const txLock = Effect.unsafeMakeSemaphore(1)
   let transactionOpen = false
 
+  const attempt = <A>(f: () => A): Effect.Effect<A, StoreError> => {
+    try {
+      return Effect.succeed(f())
+    } catch (cause) {
+      return Effect.fail(toStoreError(cause))
+    }
+  }
+
   // Statements are synchronous, so outside a transaction they run at once. While another
   // fiber holds a transaction open (across an async boundary) they wait for it to finish,
   // so they never land inside someone else's transaction.
   const exec = <A>(f: () => A): Effect.Effect<A, StoreError> =>
-    Effect.withFiberRuntime((fiber) => {
-      const attempt = Effect.try({ try: f, catch: toStoreError })
-      if (transactionOpen && !fiber.getFiberRef(InTransaction)) return txLock.withPermits(1)(attempt)
-      try {
-        return Effect.succeed(f())
-      } catch (cause) {
-        return Effect.fail(toStoreError(cause))
-      }
-    })
+    Effect.suspend(() =>
+      transactionOpen
+        ? Effect.withFiberRuntime<A, StoreError>((fiber) =>
+            fiber.getFiberRef(InTransaction) ? attempt(f) : txLock.withPermits(1)(Effect.suspend(() => attempt(f)))
+          )
+        : attempt(f)
+    )
 
   const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
     Effect.withFiberRuntime((fiber) => {

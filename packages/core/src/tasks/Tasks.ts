@@ -2,12 +2,14 @@
  * Tasks: the board's items. Every method takes the acting user and enforces ownership
  * (404 for a missing task, 403 for another user's, admins see all) and DECISIONS' rules.
  */
+
 import { Effect } from "effect"
 import { type Actor, seesAll } from "../auth/Actor.js"
 import { authorizeOwned } from "../auth/Policy.js"
 import { Conflict } from "../domain/Errors.js"
 import type { ProjectId, TaskId } from "../domain/Ids.js"
 import { now } from "../domain/Timestamp.js"
+import { fn } from "../domain/Traced.js"
 import { defaultColor } from "../labels/Label.js"
 import { LabelsRepo } from "../labels/LabelsRepo.js"
 import { Projects } from "../projects/Projects.js"
@@ -59,7 +61,7 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
 
     return {
       load,
-      list: Effect.fn("Tasks.list")(function* (actor: Actor, params: TaskListParams) {
+      list: fn("Tasks.list")(function* (actor: Actor, params: TaskListParams) {
         const { tasks, total } = yield* repo.page(
           {
             ownerId: seesAll(actor) ? null : actor.userId,
@@ -72,10 +74,10 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         )
         return { tasks, total, limit: params.limit, offset: params.offset } satisfies TaskList
       }),
-      get: Effect.fn("Tasks.get")(function* (actor: Actor, id: TaskId) {
+      get: fn("Tasks.get")(function* (actor: Actor, id: TaskId) {
         return yield* toTask(yield* load(actor, id))
       }),
-      create: Effect.fn("Tasks.create")(function* (actor: Actor, input: TaskCreate) {
+      create: fn("Tasks.create")(function* (actor: Actor, input: TaskCreate) {
         yield* checkProject(actor, input.project_id)
         const at = now()
         return yield* repo.transaction(
@@ -97,7 +99,7 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
           })
         )
       }),
-      update: Effect.fn("Tasks.update")(function* (actor: Actor, id: TaskId, patch: TaskUpdate) {
+      update: fn("Tasks.update")(function* (actor: Actor, id: TaskId, patch: TaskUpdate) {
         const current = yield* load(actor, id)
         yield* checkProject(actor, patch.project_id)
         const at = now()
@@ -120,7 +122,7 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         )
         return yield* toTask(next)
       }),
-      delete: Effect.fn("Tasks.delete")(function* (actor: Actor, id: TaskId) {
+      delete: fn("Tasks.delete")(function* (actor: Actor, id: TaskId) {
         yield* load(actor, id)
         if (yield* repo.hasRunningRun(id)) {
           return yield* new Conflict({
