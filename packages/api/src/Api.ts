@@ -12,10 +12,13 @@ import {
   RateLimitedError,
   UnauthorizedError
 } from "./Errors.js"
+import { AgentsGroup } from "./groups/Agents.js"
 import { AuthGroup } from "./groups/Auth.js"
 import { KeysGroup } from "./groups/Keys.js"
 import { LabelsGroup } from "./groups/Labels.js"
 import { ProjectsGroup } from "./groups/Projects.js"
+import { ReviewsGroup } from "./groups/Reviews.js"
+import { RunsGroup } from "./groups/Runs.js"
 import { SystemGroup } from "./groups/System.js"
 import { TasksGroup } from "./groups/Tasks.js"
 
@@ -27,6 +30,9 @@ export class TaskwrightApi extends HttpApi.make("taskwright")
   .add(LabelsGroup)
   .add(AuthGroup)
   .add(KeysGroup)
+  .add(RunsGroup)
+  .add(ReviewsGroup)
+  .add(AgentsGroup)
   .addError(BadRequestError)
   .addError(UnauthorizedError)
   .addError(ForbiddenError)

@@ -4,6 +4,7 @@
  */
 import { join } from "node:path"
 import { Effect, Layer, Option } from "effect"
+import { Agents } from "./agents/Agents.js"
 import { AccessTokens } from "./auth/AccessTokens.js"
 import { Auth } from "./auth/Auth.js"
 import { AuthRepo } from "./auth/AuthRepo.js"
@@ -15,6 +16,9 @@ import { LabelsRepo } from "./labels/LabelsRepo.js"
 import { Projects } from "./projects/Projects.js"
 import { ProjectsRepo } from "./projects/ProjectsRepo.js"
 import { RateLimiter, RateLimitStoreLive } from "./ratelimit/RateLimiter.js"
+import { Reviews } from "./runs/Reviews.js"
+import { Runs } from "./runs/Runs.js"
+import { RunsRepo } from "./runs/RunsRepo.js"
 import { migrate } from "./store/migrations.js"
 import * as PgStore from "./store/PgStore.js"
 import * as SqliteStore from "./store/SqliteStore.js"
@@ -48,7 +52,8 @@ const Repos = Layer.mergeAll(
   ProjectsRepo.Default,
   LabelsRepo.Default,
   UsersRepo.Default,
-  AuthRepo.Default
+  AuthRepo.Default,
+  RunsRepo.Default
 )
 
 /** Authentication (keys, sessions, access tokens), rate limiting and key usage, behind the request {@link Gate}. */
@@ -59,7 +64,11 @@ const AuthServices = Gate.Default.pipe(
   Layer.provideMerge(RateLimitStoreLive)
 )
 
-const Services = Layer.mergeAll(Tasks.Default, Users.Default, Labels.Default).pipe(
+/** Agent runs (their supervisor, configuration and reviews), over the tasks they work on. */
+const RunServices = Reviews.Default.pipe(Layer.provideMerge(Runs.Default), Layer.provideMerge(Agents.Default))
+
+const Services = RunServices.pipe(
+  Layer.provideMerge(Layer.mergeAll(Tasks.Default, Users.Default, Labels.Default)),
   Layer.provideMerge(Projects.Default),
   Layer.provideMerge(AuthServices),
   Layer.provideMerge(Repos)

@@ -157,7 +157,10 @@ export const TaskwrightHttpApiLive = HttpApiBuilder.api(TaskwrightApi).pipe(
     groupLive("projects"),
     groupLive("labels"),
     groupLive("auth"),
-    groupLive("keys")
+    groupLive("keys"),
+    groupLive("runs"),
+    groupLive("reviews"),
+    groupLive("agents")
   ]),
   Layer.provide(AuthenticationLive)
 )

@@ -1,7 +1,8 @@
 /**
  * Starts Taskwright: the core over the configured store, the bootstrap admin on an empty store,
- * and the fast HTTP path on `node:http`. `SIGTERM` drains: stop accepting, finish in-flight
- * requests, close the store.
+ * recovery of agent runs a previous process left `running`, and the fast HTTP path on
+ * `node:http`. `SIGTERM` drains: stop accepting, finish in-flight requests, stop agent runs
+ * (their work committed and their state recorded), close the store.
  */
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -11,6 +12,7 @@ import {
   CoreLive,
   type CoreServices,
   ensureAdmin,
+  Runs,
   StoreTag,
   statement,
   TaskwrightConfig,
@@ -76,6 +78,9 @@ export const serve = async (settings: TaskwrightSettings, options: ServeOptions)
   const managed = makeRuntime(settings, options)
   const runtime = await managed.runtime()
   const bootstrap = await managed.runPromise(ensureAdmin)
+  // Before the first request: a run still `running` in the store has no process supervising it.
+  const recovered = await managed.runPromise(Effect.flatMap(Runs, (runs) => runs.recover))
+  if (recovered > 0) log(`[taskwright] marked ${recovered} run(s) failed that a previous process left running`)
   const listener = makeRequestListener(runtime, {
     version: VERSION,
     staticRoutes: [

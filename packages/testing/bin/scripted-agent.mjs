@@ -2,7 +2,9 @@
 // Taskwright's scripted agent: a deterministic stand-in for a coding-agent CLI in tests.
 //
 // Script: a JSON array of steps (or an object `{ "steps": [...] }`), read from the file named by
-// the first argument, or else from the environment variable TASKWRIGHT_SCRIPT. Steps run in order:
+// the first argument (unless it starts with "-": then, standing in for a CLI whose own flags
+// follow, there is no file), or else from the environment variable TASKWRIGHT_SCRIPT. Steps run
+// in order:
 //
 //   { "write": "path", "content": "..." }        create/overwrite a file (parent dirs created)
 //   { "append": "path", "content": "..." }       append to a file
@@ -22,6 +24,7 @@
 //   { "trap_sigterm": true }                      ignore SIGTERM from now on (prints "sigterm ignored")
 //   { "print_env": true }                         print "env KEY=value" for every variable, sorted
 //   { "echo_prompt": true }                       print `stdin <json>` and `TASKWRIGHT_PROMPT <json>`
+//   { "print_argv": true }                        print `argv <json>`: the arguments after the script
 //   { "exit": 3 }                                 stop here and exit with that code
 //
 // Paths are relative to the working directory and may not leave it. Without an `exit` step the
@@ -34,7 +37,8 @@ import { setTimeout as sleep } from "node:timers/promises"
 class ScriptError extends Error {}
 
 const loadScript = () => {
-  const file = process.argv[2]
+  const first = process.argv[2]
+  const file = first !== undefined && !first.startsWith("-") ? first : undefined
   const text = file !== undefined ? readFileSync(file, "utf8") : process.env.TASKWRIGHT_SCRIPT
   if (text === undefined) throw new ScriptError("no script: pass a file as the first argument or set TASKWRIGHT_SCRIPT")
   const parsed = JSON.parse(text)
@@ -260,6 +264,10 @@ const runStep = async (step) => {
   else if ("echo_prompt" in step) {
     await write("stdout", `stdin ${JSON.stringify(await readStdin())}\n`)
     await write("stdout", `TASKWRIGHT_PROMPT ${JSON.stringify(process.env.TASKWRIGHT_PROMPT ?? null)}\n`)
+  } else if ("print_argv" in step) {
+    const args = process.argv.slice(2)
+    const skip = args[0] !== undefined && !args[0].startsWith("-") ? 1 : 0
+    await write("stdout", `argv ${JSON.stringify(args.slice(skip))}\n`)
   } else if ("exit" in step) return Number(step.exit)
   else throw new ScriptError(`unknown step ${JSON.stringify(step)}`)
   return undefined

@@ -28,6 +28,7 @@ export type ScriptStep =
   | { readonly trap_sigterm: true }
   | { readonly print_env: true }
   | { readonly echo_prompt: true }
+  | { readonly print_argv: true }
   | { readonly exit: number }
 
 /** A whole script. */

@@ -310,6 +310,51 @@ const auth: Ddl = {
   ]
 }
 
+/**
+ * Agent runs: what the supervisor needs to find a run's work again after a restart (the
+ * repository, the worktree, the base commit and the agent's process group), why a run failed,
+ * at most one running run per task (enforced by the store, also across service processes), and
+ * task reviews.
+ */
+const runs: Ddl = {
+  sqlite: [
+    `ALTER TABLE runs ADD COLUMN repo_path TEXT`,
+    `ALTER TABLE runs ADD COLUMN worktree_path TEXT`,
+    `ALTER TABLE runs ADD COLUMN base_sha TEXT`,
+    `ALTER TABLE runs ADD COLUMN pid INTEGER`,
+    `ALTER TABLE runs ADD COLUMN error TEXT`,
+    `CREATE UNIQUE INDEX runs_one_running_per_task ON runs (task_id) WHERE status = 'running'`,
+    `CREATE TABLE reviews (
+      id TEXT PRIMARY KEY,
+      task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+      action TEXT NOT NULL,
+      comment TEXT,
+      reviewer TEXT NOT NULL,
+      run_id TEXT,
+      created_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX reviews_task ON reviews (task_id, created_at)`
+  ],
+  pg: [
+    `ALTER TABLE runs ADD COLUMN repo_path TEXT`,
+    `ALTER TABLE runs ADD COLUMN worktree_path TEXT`,
+    `ALTER TABLE runs ADD COLUMN base_sha TEXT`,
+    `ALTER TABLE runs ADD COLUMN pid INTEGER`,
+    `ALTER TABLE runs ADD COLUMN error TEXT`,
+    `CREATE UNIQUE INDEX runs_one_running_per_task ON runs (task_id) WHERE status = 'running'`,
+    `CREATE TABLE reviews (
+      id TEXT PRIMARY KEY,
+      task_id BIGINT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+      action TEXT NOT NULL,
+      comment TEXT,
+      reviewer TEXT NOT NULL,
+      run_id TEXT,
+      created_at TEXT NOT NULL
+    )`,
+    `CREATE INDEX reviews_task ON reviews (task_id, created_at)`
+  ]
+}
+
 const migration = (ddl: Ddl) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -320,7 +365,8 @@ const migration = (ddl: Ddl) =>
 /** Every migration, in order. New ones are appended with the next number; shipped ones never change. */
 export const migrations = Migrator.fromRecord({
   "0001_initial": migration(initial),
-  "0002_auth": migration(auth)
+  "0002_auth": migration(auth),
+  "0003_runs": migration(runs)
 })
 
 const runMigrator = Migrator.make({})

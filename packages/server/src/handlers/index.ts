@@ -3,19 +3,25 @@
  * contract is served.
  */
 import type { Handlers } from "@taskwright/api"
-import type { Auth, Labels, Projects, Sessions, Tasks, Users } from "@taskwright/core"
+import type { Agents, Auth, Labels, Projects, Reviews, Runs, Sessions, Tasks, Users } from "@taskwright/core"
+import { agentsHandlers } from "./agents.js"
 import { authHandlers } from "./auth.js"
 import { keysHandlers } from "./keys.js"
 import { labelsHandlers } from "./labels.js"
 import { projectsHandlers } from "./projects.js"
+import { reviewsHandlers } from "./reviews.js"
+import { runsHandlers } from "./runs.js"
 import { tasksHandlers } from "./tasks.js"
 
-export type HandlerServices = Tasks | Projects | Labels | Auth | Sessions | Users
+export type HandlerServices = Tasks | Projects | Labels | Auth | Sessions | Users | Runs | Reviews | Agents
 
 export const handlers: Handlers<HandlerServices> = {
   tasks: tasksHandlers,
   projects: projectsHandlers,
   labels: labelsHandlers,
   auth: authHandlers,
-  keys: keysHandlers
+  keys: keysHandlers,
+  runs: runsHandlers,
+  reviews: reviewsHandlers,
+  agents: agentsHandlers
 }

@@ -1,0 +1,143 @@
+/**
+ * The configured agents: the built-in defaults with `<data dir>/agents.json` on top. The file is
+ * read again whenever it changes on disk (an operator may edit it by hand), and written
+ * atomically (mode 0600: an agent's `env` may hold API keys) by `PUT /api/agents/:name`.
+ */
+import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises"
+import { join } from "node:path"
+import { Effect, Either, ParseResult, Schema } from "effect"
+import { TaskwrightConfig } from "../Config.js"
+import { BadRequest, InternalError } from "../domain/Errors.js"
+import {
+  type AgentDetail,
+  type AgentList,
+  type AgentSettings,
+  AgentsFile,
+  type AgentUpdate,
+  agentKind,
+  applyUpdate,
+  BUILT_IN_AGENTS,
+  builtInDefaults,
+  settingsProblem,
+  toDetail,
+  toFileEntry,
+  toView
+} from "./AgentConfig.js"
+import type { AgentKind } from "./AgentStreams.js"
+
+/** An agent ready to run. */
+export interface ResolvedAgent {
+  readonly name: string
+  readonly kind: AgentKind
+  readonly settings: AgentSettings
+}
+
+const decodeFile = Schema.decodeUnknownEither(Schema.parseJson(AgentsFile), { onExcessProperty: "error" })
+
+type Loaded = { readonly key: string; readonly agents: ReadonlyMap<string, AgentSettings> }
+
+const fileKey = (path: string): Promise<string> =>
+  stat(path).then(
+    (s) => `${s.mtimeMs}:${s.size}:${s.ino}`,
+    () => "absent"
+  )
+
+const parse = (text: string, path: string): Either.Either<ReadonlyMap<string, AgentSettings>, string> =>
+  Either.map(
+    Either.mapLeft(decodeFile(text), (e) => `${path}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`),
+    (file) => {
+      const agents = new Map<string, AgentSettings>()
+      for (const name of BUILT_IN_AGENTS) agents.set(name, builtInDefaults(name))
+      for (const [name, entry] of Object.entries(file)) {
+        agents.set(name, applyUpdate(agents.get(name) ?? builtInDefaults(name), entry))
+      }
+      return agents
+    }
+  )
+
+export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", {
+  effect: Effect.gen(function* () {
+    const config = yield* TaskwrightConfig
+    const path = join(config.dataDir, "agents.json")
+    const lock = yield* Effect.makeSemaphore(1)
+    let loaded: Loaded = {
+      key: "absent",
+      agents: new Map(BUILT_IN_AGENTS.map((name) => [name, builtInDefaults(name)]))
+    }
+    let warned = ""
+
+    /** The current configuration: re-read when the file changed; a broken file keeps the last good one. */
+    const current = Effect.promise(async (): Promise<ReadonlyMap<string, AgentSettings>> => {
+      const key = await fileKey(path)
+      if (key === loaded.key) return loaded.agents
+      if (key === "absent") {
+        loaded = { key, agents: new Map(BUILT_IN_AGENTS.map((name) => [name, builtInDefaults(name)])) }
+        return loaded.agents
+      }
+      const text = await readFile(path, "utf8").catch(() => null)
+      const parsed = text === null ? Either.left(`${path}: cannot be read`) : parse(text, path)
+      if (Either.isRight(parsed)) {
+        loaded = { key, agents: parsed.right }
+        return loaded.agents
+      }
+      if (warned !== key) {
+        warned = key
+        process.stderr.write(`[taskwright] ignoring a broken agents.json (keeping the last good one): ${parsed.left}\n`)
+      }
+      return loaded.agents
+    })
+
+    const write = (agents: ReadonlyMap<string, AgentSettings>) =>
+      Effect.tryPromise({
+        try: async () => {
+          const file: Record<string, unknown> = {}
+          for (const [name, settings] of agents) file[name] = toFileEntry(name, settings)
+          await mkdir(config.dataDir, { recursive: true })
+          const tmp = `${path}.${process.pid}.tmp`
+          await writeFile(tmp, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 })
+          await rename(tmp, path)
+          return fileKey(path)
+        },
+        catch: (cause) =>
+          new InternalError({
+            message: "the agent configuration could not be saved",
+            details: { cause: String(cause) }
+          })
+      })
+
+    return {
+      /** `GET /api/agents`. */
+      list: Effect.map(current, (agents): AgentList => {
+        const out: Record<string, AgentList["agents"][string]> = {}
+        for (const [name, settings] of agents) out[name] = toView(settings)
+        return { agents: out }
+      }),
+
+      /** The agent a run asks for; 400 when it is unknown, disabled or not runnable. */
+      resolve: Effect.fn("Agents.resolve")(function* (name: string) {
+        const settings = (yield* current).get(name)
+        if (settings === undefined) return yield* BadRequest.field("agent", `unknown agent ${name}`)
+        if (!settings.enabled) return yield* BadRequest.field("agent", `agent ${name} is disabled`)
+        const problem = settingsProblem(name, settings)
+        if (problem !== null) return yield* BadRequest.field("agent", problem)
+        return { name, kind: agentKind(name), settings } satisfies ResolvedAgent
+      }),
+
+      /** `PUT /api/agents/:name` (admin): changes one entry, creating a `command` agent for a new name. */
+      update: Effect.fn("Agents.update")(function* (name: string, update: AgentUpdate) {
+        return yield* lock.withPermits(1)(
+          Effect.gen(function* () {
+            const agents = new Map(yield* current)
+            const next = applyUpdate(agents.get(name) ?? builtInDefaults(name), update)
+            const problem = settingsProblem(name, next)
+            if (problem !== null) return yield* BadRequest.field("command", problem)
+            agents.set(name, next)
+            const key = yield* write(agents)
+            loaded = { key, agents }
+            return toDetail(name, next) satisfies AgentDetail
+          })
+        )
+      })
+    }
+  })
+}) {}

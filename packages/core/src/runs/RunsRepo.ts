@@ -1,0 +1,195 @@
+/**
+ * Rows of runs, their log entries and task reviews, plus the task status changes a run makes.
+ *
+ * Log entries are written in batches: one statement inserts a whole batch passed as one JSON
+ * array (`json_each` on SQLite, `json_array_elements` on PostgreSQL), so a chatty agent costs one
+ * round trip per batch rather than one per line on either engine.
+ */
+import { Effect } from "effect"
+import type { RunId, TaskId } from "../domain/Ids.js"
+import type { Timestamp } from "../domain/Timestamp.js"
+import { StoreTag, statement } from "../store/Store.js"
+import type { TaskStatus } from "../tasks/Task.js"
+import type { Autonomy, RunLogEntry, RunStatus } from "./Run.js"
+
+export interface RunRow {
+  readonly id: RunId
+  readonly task_id: TaskId
+  readonly owner_id: string
+  readonly agent: string
+  readonly autonomy: Autonomy
+  readonly branch: string
+  readonly status: RunStatus
+  readonly started_at: Timestamp
+  readonly completed_at: Timestamp | null
+  /** JSON of `RunOutput`. */
+  readonly output: string
+  readonly repo_path: string | null
+  readonly worktree_path: string | null
+  readonly base_sha: string | null
+  readonly pid: number | null
+  readonly error: string | null
+}
+
+export interface ReviewRow {
+  readonly id: string
+  readonly task_id: TaskId
+  readonly action: string
+  readonly comment: string | null
+  readonly reviewer: string
+  readonly run_id: RunId | null
+  readonly created_at: Timestamp
+}
+
+const runColumns =
+  "id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output, repo_path, worktree_path, base_sha, pid, error"
+
+const logColumns = "seq, timestamp, level, message"
+
+const q = {
+  get: statement<RunRow>("runs.get", `SELECT ${runColumns} FROM runs WHERE id = ?`),
+  running: statement<RunRow>("runs.running", `SELECT ${runColumns} FROM runs WHERE status = 'running'`),
+  latestForTask: statement<RunRow>(
+    "runs.latestForTask",
+    `SELECT ${runColumns} FROM runs WHERE task_id = ? ORDER BY started_at DESC, id DESC LIMIT 1`
+  ),
+  taskBusy: statement<{ one: number }>(
+    "runs.taskBusy",
+    "SELECT 1 AS one FROM runs WHERE task_id = ? AND status = 'running' LIMIT 1"
+  ),
+  insert: statement(
+    "runs.insert",
+    `INSERT INTO runs (${runColumns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+  ),
+  setPid: statement("runs.setPid", "UPDATE runs SET pid = ? WHERE id = ?"),
+  finish: statement(
+    "runs.finish",
+    "UPDATE runs SET status = ?, completed_at = ?, output = ?, error = ?, pid = NULL WHERE id = ? AND status = 'running'"
+  ),
+  setTaskStatus: statement("runs.setTaskStatus", "UPDATE tasks SET status = ?, updated_at = ? WHERE id = ?"),
+  insertLogs: statement(
+    "runs.insertLogs",
+    "INSERT INTO run_logs (run_id, seq, timestamp, level, message) SELECT ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?)",
+    "INSERT INTO run_logs (run_id, seq, timestamp, level, message) SELECT $1, (e ->> 0)::bigint, e ->> 1, e ->> 2, e ->> 3 FROM json_array_elements($2::json) AS e"
+  ),
+  logsAfter: statement<RunLogEntry>(
+    "runs.logsAfter",
+    `SELECT ${logColumns} FROM run_logs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+  ),
+  logsAfterSince: statement<RunLogEntry>(
+    "runs.logsAfterSince",
+    `SELECT ${logColumns} FROM run_logs WHERE run_id = ? AND seq > ? AND timestamp > ? ORDER BY seq LIMIT ?`
+  ),
+  firstSince: statement<{ seq: number }>(
+    "runs.firstSince",
+    "SELECT seq FROM run_logs WHERE run_id = ? AND timestamp > ? ORDER BY timestamp, seq LIMIT 1"
+  ),
+  lastLog: statement<{ seq: number; timestamp: Timestamp }>(
+    "runs.lastLog",
+    "SELECT seq, timestamp FROM run_logs WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+  ),
+  reviewTransition: statement(
+    "reviews.transition",
+    "UPDATE tasks SET status = ?, updated_at = ? WHERE id = ? AND status = 'in_review'"
+  ),
+  undoReviewTransition: statement(
+    "reviews.undoTransition",
+    "UPDATE tasks SET status = 'in_review', updated_at = ? WHERE id = ? AND status = ?"
+  ),
+  deleteReview: statement("reviews.delete", "DELETE FROM reviews WHERE id = ?"),
+  setReviewRun: statement("reviews.setRun", "UPDATE reviews SET run_id = ? WHERE id = ?"),
+  insertReview: statement(
+    "reviews.insert",
+    "INSERT INTO reviews (id, task_id, action, comment, reviewer, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+  )
+}
+
+/** A log entry in the JSON form the batch insert takes: `[seq, timestamp, level, message]`. */
+export type LogTuple = readonly [number, string, string, string]
+
+const toRunRow = (row: RunRow): RunRow => ({ ...row, task_id: Number(row.task_id) as TaskId })
+const toEntry = (row: RunLogEntry): RunLogEntry => ({ ...row, seq: Number(row.seq) })
+
+export class RunsRepo extends Effect.Service<RunsRepo>()("@taskwright/core/RunsRepo", {
+  effect: Effect.gen(function* () {
+    const store = yield* StoreTag
+    const getRun = (id: string) =>
+      Effect.map(store.get(q.get, [id]), (row) => (row === undefined ? row : toRunRow(row)))
+    return {
+      transaction: store.transaction,
+      get: getRun,
+      running: Effect.map(store.all(q.running), (rows) => rows.map(toRunRow)),
+      latestForTask: (taskId: TaskId) =>
+        Effect.map(store.get(q.latestForTask, [taskId]), (row) => (row === undefined ? row : toRunRow(row))),
+      taskBusy: (taskId: TaskId) => Effect.map(store.get(q.taskBusy, [taskId]), (row) => row !== undefined),
+      insert: (row: RunRow) =>
+        store.run(q.insert, [
+          row.id,
+          row.task_id,
+          row.owner_id,
+          row.agent,
+          row.autonomy,
+          row.branch,
+          row.status,
+          row.started_at,
+          row.completed_at,
+          row.output,
+          row.repo_path,
+          row.worktree_path,
+          row.base_sha,
+          row.pid,
+          row.error
+        ]),
+      setPid: (id: RunId, pid: number | null) => store.run(q.setPid, [pid, id]),
+      /** Ends a running run; answers false when it had already ended. */
+      finish: (id: RunId, end: { status: RunStatus; completedAt: Timestamp; output: string; error: string | null }) =>
+        Effect.map(
+          store.run(q.finish, [end.status, end.completedAt, end.output, end.error, id]),
+          (changed) => changed > 0
+        ),
+      setTaskStatus: (taskId: TaskId, status: TaskStatus, at: Timestamp) =>
+        store.run(q.setTaskStatus, [status, at, taskId]),
+      /** Inserts log entries (already sanitised, seq increasing) in one statement. */
+      insertLogs: (runId: RunId, entries: ReadonlyArray<LogTuple>) =>
+        entries.length === 0 ? Effect.succeed(0) : store.run(q.insertLogs, [runId, JSON.stringify(entries)]),
+      /** A page of log entries, oldest first: `seq > after` and, when given, `timestamp > since`. */
+      logs: (runId: RunId, page: { after: number; since: Timestamp | undefined; limit: number }) =>
+        Effect.gen(function* () {
+          if (page.since === undefined)
+            return (yield* store.all(q.logsAfter, [runId, page.after, page.limit])).map(toEntry)
+          // Timestamps never decrease along seq within a run, so the first entry after `since`
+          // bounds the page by seq and the primary key serves the rest.
+          const first = yield* store.get(q.firstSince, [runId, page.since])
+          if (first === undefined) return []
+          const after = Math.max(page.after, Number(first.seq) - 1)
+          return (yield* store.all(q.logsAfterSince, [runId, after, page.since, page.limit])).map(toEntry)
+        }),
+      lastLog: (runId: RunId) =>
+        Effect.map(store.get(q.lastLog, [runId]), (row) =>
+          row === undefined ? undefined : { seq: Number(row.seq), timestamp: row.timestamp }
+        ),
+      /** Moves a task out of `in_review`; answers false when it was not (or no longer) in review. */
+      reviewTransition: (taskId: TaskId, status: TaskStatus, at: Timestamp) =>
+        Effect.map(store.run(q.reviewTransition, [status, at, taskId]), (changed) => changed > 0),
+      /** Takes a review back (its follow-up run could not start). */
+      undoReview: (reviewId: string, taskId: TaskId, status: TaskStatus, at: Timestamp) =>
+        store.transaction(
+          Effect.zipRight(
+            store.run(q.deleteReview, [reviewId]),
+            store.run(q.undoReviewTransition, [at, taskId, status])
+          )
+        ),
+      setReviewRun: (reviewId: string, runId: RunId) => store.run(q.setReviewRun, [runId, reviewId]),
+      insertReview: (row: ReviewRow) =>
+        store.run(q.insertReview, [
+          row.id,
+          row.task_id,
+          row.action,
+          row.comment,
+          row.reviewer,
+          row.run_id,
+          row.created_at
+        ])
+    }
+  })
+}) {}
