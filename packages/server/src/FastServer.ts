@@ -117,12 +117,16 @@ class Exchange implements RequestContext {
   }
 }
 
+// The budget's state rides on the response until it is written: headers are then sent in one
+// flat array, which Node writes without the per-header bookkeeping of setHeader.
+const RATE = Symbol("taskwright.rate")
+interface RatedResponse extends ServerResponse {
+  [RATE]?: RateState
+}
+
 /** `X-RateLimit-*` on every gated answer, `Retry-After` when the budget is spent. */
 const setRateHeaders = (res: ServerResponse, rate: RateState) => {
-  res.setHeader("x-ratelimit-limit", rate.limit)
-  res.setHeader("x-ratelimit-remaining", rate.remaining)
-  res.setHeader("x-ratelimit-reset", rate.reset)
-  if (!rate.allowed) res.setHeader("retry-after", rate.retryAfter)
+  ;(res as RatedResponse)[RATE] = rate
 }
 
 const JSON_TYPE = "application/json; charset=utf-8"
@@ -255,10 +259,29 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
   const runCallback = Runtime.runCallback(runtime)
   const gate = Context.get(runtime.context, Gate)
   const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
-  const commonHeaders = { "x-taskwright-version": options.version }
 
   const send = (res: ServerResponse, status: number, body: string, contentType = JSON_TYPE) => {
-    res.writeHead(status, { ...commonHeaders, "content-type": contentType, "content-length": Buffer.byteLength(body) })
+    const headers: Array<string> = [
+      "x-taskwright-version",
+      options.version,
+      "content-type",
+      contentType,
+      "content-length",
+      String(Buffer.byteLength(body))
+    ]
+    const rate = (res as RatedResponse)[RATE]
+    if (rate !== undefined) {
+      headers.push(
+        "x-ratelimit-limit",
+        String(rate.limit),
+        "x-ratelimit-remaining",
+        String(rate.remaining),
+        "x-ratelimit-reset",
+        String(rate.reset)
+      )
+      if (!rate.allowed && !res.hasHeader("retry-after")) headers.push("retry-after", String(rate.retryAfter))
+    }
+    res.writeHead(status, headers)
     res.end(body)
   }
 
