@@ -80,24 +80,25 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
       create: fn("Tasks.create")(function* (actor: Actor, input: TaskCreate) {
         yield* checkProject(actor, input.project_id)
         const at = now()
-        return yield* repo.transaction(
-          Effect.gen(function* () {
-            const labels = yield* resolveLabels(actor.userId, input.labels ?? [], at)
-            const row: Omit<TaskRow, "id"> = {
-              owner_id: actor.userId,
-              project_id: input.project_id ?? null,
-              title: input.title,
-              description: input.description ?? "",
-              status: "backlog",
-              priority: input.priority ?? "medium",
-              labels,
-              created_at: at,
-              updated_at: at
-            }
-            const id = yield* repo.insert(row)
-            return createdShape({ ...row, id })
-          })
-        )
+        const names = input.labels ?? []
+        const write = Effect.gen(function* () {
+          const labels = yield* resolveLabels(actor.userId, names, at)
+          const row: Omit<TaskRow, "id"> = {
+            owner_id: actor.userId,
+            project_id: input.project_id ?? null,
+            title: input.title,
+            description: input.description ?? "",
+            status: "backlog",
+            priority: input.priority ?? "medium",
+            labels,
+            created_at: at,
+            updated_at: at
+          }
+          const id = yield* repo.insert(row)
+          return createdShape({ ...row, id })
+        })
+        // Without labels the task is one INSERT, atomic on its own; labels add rows, so a transaction.
+        return yield* names.length === 0 ? write : repo.transaction(write)
       }),
       update: fn("Tasks.update")(function* (actor: Actor, id: TaskId, patch: TaskUpdate) {
         const current = yield* load(actor, id)
