@@ -127,6 +127,7 @@ export class AccessTokens extends Effect.Service<AccessTokens>()("@taskwright/co
               typeof exp !== "number" ||
               typeof iat !== "number" ||
               iat > Date.now() / 1000 + LEEWAY_SECONDS ||
+              exp - iat > ACCESS_TOKEN_TTL_SECONDS ||
               !Array.isArray(scope) ||
               !scope.every((s) => typeof s === "string")
             ) {

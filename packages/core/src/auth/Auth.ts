@@ -31,7 +31,7 @@ export const bearerToken = (header: string | undefined): string | undefined => {
 }
 
 /** The body of `POST /api/auth/token`. */
-export const TokenRequest = Schema.Struct({ api_key: Schema.String.pipe(Schema.maxLength(200)) })
+export const TokenRequest = Schema.Struct({ api_key: Schema.String.pipe(Schema.maxLength(8192)) })
 export type TokenRequest = typeof TokenRequest.Type
 
 /** The credentials a request may carry. */

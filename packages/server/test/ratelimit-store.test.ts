@@ -1,0 +1,183 @@
+/**
+ * The rate limiter's stores, on their own: fixed windows, clocks that disagree, pruning, and
+ * exactness when many hits arrive at once (the SQL store against real SQLite and PostgreSQL).
+ */
+import { afterAll, assert, beforeAll, describe, it, layer, type Vitest } from "@effect/vitest"
+import {
+  addressSubject,
+  clientAddress,
+  MemoryRateLimitStore,
+  RateLimiter,
+  RateLimitStore,
+  type RateLimitStoreShape,
+  SqlRateLimitStore,
+  StoreLive,
+  settingsFromEnv,
+  TaskwrightConfig
+} from "@taskwright/core"
+import { Effect, Layer } from "effect"
+import { createPgDatabase } from "./auth-helpers.js"
+
+const W = 60_000
+const T0 = 1_800_000_000_000 - (1_800_000_000_000 % W)
+
+const storeLayer = (databaseUrl: string) =>
+  SqlRateLimitStore.layer.pipe(
+    Layer.provideMerge(StoreLive),
+    Layer.provide(TaskwrightConfig.layer(settingsFromEnv({}, { databaseUrl })))
+  )
+
+// The database outlives the layer built on it: made before, dropped after (see the suite below).
+let pgUrl = ""
+const PgDatabase = Layer.unwrapEffect(Effect.sync(() => storeLayer(pgUrl)))
+
+/** The contract every store keeps. */
+const contract = (
+  it: Vitest.MethodsNonLive<RateLimitStore>,
+  make: Effect.Effect<RateLimitStoreShape, never, RateLimitStore>
+) => {
+  it.effect("counts hits per bucket within a window", () =>
+    Effect.gen(function* () {
+      const store = yield* make
+      const counts: Array<number> = []
+      for (let i = 0; i < 5; i++) counts.push((yield* store.hit("k:one", T0, W)).count)
+      assert.deepStrictEqual(counts, [1, 2, 3, 4, 5])
+      assert.strictEqual((yield* store.hit("k:two", T0, W)).count, 1)
+      assert.strictEqual((yield* store.hit("k:one", T0, W)).windowStart, T0)
+    })
+  )
+
+  it.effect("starts again in the next window", () =>
+    Effect.gen(function* () {
+      const store = yield* make
+      for (let i = 0; i < 3; i++) yield* store.hit("k:roll", T0, W)
+      const next = yield* store.hit("k:roll", T0 + W, W)
+      assert.deepStrictEqual(next, { count: 1, windowStart: T0 + W })
+      assert.strictEqual((yield* store.hit("k:roll", T0 + W, W)).count, 2)
+    })
+  )
+
+  it.effect("counts a hit from a clock that is behind in the current window", () =>
+    Effect.gen(function* () {
+      const store = yield* make
+      yield* store.hit("k:skew", T0 + 2 * W, W)
+      const late = yield* store.hit("k:skew", T0 + W, W)
+      assert.deepStrictEqual(late, { count: 2, windowStart: T0 + 2 * W })
+    })
+  )
+
+  it.effect("is exact when 500 hits arrive at once", () =>
+    Effect.gen(function* () {
+      const store = yield* make
+      const hits = yield* Effect.all(
+        Array.from({ length: 500 }, () => store.hit("k:crowd", T0, W)),
+        { concurrency: "unbounded" }
+      )
+      const counts = hits.map((h) => h.count).sort((a, b) => a - b)
+      assert.deepStrictEqual(
+        counts,
+        Array.from({ length: 500 }, (_, i) => i + 1)
+      )
+    })
+  )
+}
+
+describe("MemoryRateLimitStore", () => {
+  layer(MemoryRateLimitStore.layer)((it) => {
+    it.effect("answers synchronously (the limiter's fast path)", () =>
+      Effect.gen(function* () {
+        const store = yield* RateLimitStore
+        assert.isFunction(store.hitSync)
+        assert.strictEqual(store.hitSync?.("k:sync", T0, W).count, 1)
+      })
+    )
+  })
+  describe("contract", () => {
+    layer(MemoryRateLimitStore.layer)((it) => contract(it, RateLimitStore))
+  })
+})
+
+describe("SqlRateLimitStore on SQLite", () => {
+  layer(storeLayer(":memory:"))((it) => contract(it, RateLimitStore))
+})
+
+describe("SqlRateLimitStore on PostgreSQL", () => {
+  let db: Awaited<ReturnType<typeof createPgDatabase>> | undefined
+  beforeAll(async () => {
+    db = await createPgDatabase()
+    pgUrl = db.url
+  })
+  afterAll(async () => {
+    await db?.drop()
+  })
+  layer(PgDatabase, { timeout: 30_000 })((it) => {
+    contract(it, RateLimitStore)
+    it.effect("forgets windows that ended", () =>
+      Effect.gen(function* () {
+        const store = yield* RateLimitStore
+        yield* store.hit("k:old", T0 - 10 * W, W)
+        yield* store.prune(T0 - 5 * W)
+        assert.strictEqual((yield* store.hit("k:old", T0 - 10 * W, W)).count, 1)
+      })
+    )
+  })
+})
+
+describe("RateLimiter", () => {
+  const limiter = RateLimiter.Default.pipe(
+    Layer.provide(MemoryRateLimitStore.layer),
+    Layer.provide(
+      TaskwrightConfig.layer(
+        settingsFromEnv(
+          { TASKWRIGHT_RATE_LIMIT: "3", TASKWRIGHT_RATE_LIMIT_ANONYMOUS: "2" },
+          { databaseUrl: ":memory:" }
+        )
+      )
+    )
+  )
+  layer(limiter)((it) => {
+    it.effect("answers allowed, remaining, reset and retry-after per hit", () =>
+      Effect.gen(function* () {
+        const rl = yield* RateLimiter
+        const states = yield* Effect.all(Array.from({ length: 4 }, () => rl.consume(rl.policies.authenticated, "s1")))
+        assert.deepStrictEqual(
+          states.map((s) => [s.allowed, s.limit, s.remaining]),
+          [
+            [true, 3, 2],
+            [true, 3, 1],
+            [true, 3, 0],
+            [false, 3, 0]
+          ]
+        )
+        const now = Date.now() / 1000
+        const last = states[3]
+        assert.isDefined(last)
+        if (last === undefined) return
+        assert.isTrue(last.reset > now && last.reset <= Math.ceil(now) + 60)
+        assert.isTrue(last.retryAfter >= 1 && last.retryAfter <= 60)
+        // Budgets are per subject and per policy.
+        assert.isTrue((yield* rl.consume(rl.policies.authenticated, "s2")).allowed)
+        assert.strictEqual((yield* rl.consume(rl.policies.anonymous, "s1")).remaining, 1)
+      })
+    )
+  })
+})
+
+describe("client addresses", () => {
+  it("reads X-Forwarded-For only for trusted hops, from the right", () => {
+    assert.strictEqual(clientAddress("10.0.0.1", "1.2.3.4", 0), "10.0.0.1")
+    assert.strictEqual(clientAddress("10.0.0.1", "1.2.3.4", 1), "1.2.3.4")
+    assert.strictEqual(clientAddress("10.0.0.1", "9.9.9.9, 1.2.3.4", 1), "1.2.3.4")
+    assert.strictEqual(clientAddress("10.0.0.1", "9.9.9.9, 1.2.3.4, 10.0.0.2", 2), "1.2.3.4")
+    assert.strictEqual(clientAddress("10.0.0.1", "not-an-ip", 1), "10.0.0.1")
+    assert.strictEqual(clientAddress(undefined, undefined, 1), "unknown")
+  })
+  it("folds IPv4-mapped addresses and counts IPv6 per /64", () => {
+    assert.strictEqual(addressSubject("::ffff:127.0.0.1"), "127.0.0.1")
+    assert.strictEqual(addressSubject("203.0.113.9"), "203.0.113.9")
+    assert.strictEqual(addressSubject("2001:db8:1:2::1"), "2001:db8:1:2::/64")
+    assert.strictEqual(addressSubject("2001:0db8:0001:0002:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64")
+    assert.strictEqual(addressSubject("::1"), "0:0:0:0::/64")
+    assert.strictEqual(addressSubject("fe80::1%eth0"), "fe80:0:0:0::/64")
+  })
+})
