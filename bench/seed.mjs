@@ -1,0 +1,419 @@
+#!/usr/bin/env node
+/**
+ * Seeds a Taskwright SQLite database for the benchmark.
+ *
+ * The schema is Taskwright's own: `taskwright migrate --data-dir <dir>` when
+ * `packages/cli/dist/main.js` exists. Before it exists (development of the bench only) the DDL can
+ * come from a scratch file outside the repository: `--schema-sql <file>` or `BENCH_SCHEMA_SQL`.
+ *
+ * The data is deterministic (a seeded PRNG): the same `--tasks` gives the same rows, the same
+ * API key secret and the same list of task ids for `GET /api/tasks/:id`.
+ *
+ *   node bench/seed.mjs --data-dir bench/.work/seed-100000 [--tasks 100000] [--schema-sql FILE]
+ *
+ * Writes `<dir>/taskwright.db` and `<dir>/bench-seed.json` (secret, user id, task ids).
+ */
+import { spawnSync } from "node:child_process"
+import { createHash } from "node:crypto"
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { dirname, join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import Database from "better-sqlite3"
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
+export const CLI = join(ROOT, "packages/cli/dist/main.js")
+/** Bumped whenever the generated data changes, so a cached seed is rebuilt. */
+export const SEED_VERSION = 3
+
+// Ids follow DECISIONS.md: prefix + exactly 16 base62 characters.
+export const BENCH_USER_ID = "usr_bench00000000000"
+export const BENCH_USER_EMAIL = "bench@example.com"
+export const OTHER_USER_ID = "usr_other00000000000"
+export const BENCH_PROJECT_ID = "proj_bench0000000000"
+export const BENCH_KEY_ID = "key_bench00000000000"
+export const BENCH_SCOPES = "tasks:read,tasks:write"
+/** How many task ids `GET /api/tasks/:id` rotates over. */
+export const GET_ID_COUNT = 1000
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+const STATUSES = [
+  ["backlog", 0.25],
+  ["todo", 0.2],
+  ["in_progress", 0.15],
+  ["in_review", 0.1],
+  ["done", 0.25],
+  ["cancelled", 0.05]
+]
+const PRIORITIES = [
+  ["low", 0.25],
+  ["medium", 0.4],
+  ["high", 0.25],
+  ["urgent", 0.1]
+]
+const LABELS = ["bug", "feature", "docs", "perf", "ui", "backend", "infra", "security"]
+const AGENTS = ["claude-code", "codex", "gemini"]
+const RUN_STATUSES = ["completed", "completed", "completed", "failed", "stopped"]
+const WORDS = (
+  "add fix refactor update remove improve migrate document test verify cache index query " +
+  "endpoint handler schema parser router session token key label project worktree branch " +
+  "agent review diff commit log stream event socket retry timeout limit page offset total " +
+  "the a of for with when on in to from and or not before after during each every"
+).split(" ")
+
+/** sfc32: small, fast, deterministic. Returns floats in [0, 1). */
+const prng = (seedText) => {
+  const h = createHash("sha256").update(seedText).digest()
+  let a = h.readUInt32LE(0)
+  let b = h.readUInt32LE(4)
+  let c = h.readUInt32LE(8)
+  let d = h.readUInt32LE(12)
+  return () => {
+    a |= 0
+    b |= 0
+    c |= 0
+    d |= 0
+    const t = (((a + b) | 0) + d) | 0
+    d = (d + 1) | 0
+    a = b ^ (b >>> 9)
+    b = (c + (c << 3)) | 0
+    c = (c << 21) | (c >>> 11)
+    c = (c + t) | 0
+    return (t >>> 0) / 4294967296
+  }
+}
+
+const weighted = (rand, table) => {
+  let x = rand()
+  for (const [value, w] of table) {
+    if (x < w) return value
+    x -= w
+  }
+  return table[table.length - 1][0]
+}
+const pick = (rand, list) => list[Math.floor(rand() * list.length)]
+const base62 = (rand, n) => {
+  let s = ""
+  for (let i = 0; i < n; i++) s += BASE62[Math.floor(rand() * 62)]
+  return s
+}
+const words = (rand, min, max) => {
+  const n = min + Math.floor(rand() * (max - min + 1))
+  const out = []
+  for (let i = 0; i < n; i++) out.push(pick(rand, WORDS))
+  return out.join(" ")
+}
+
+export const sha256Hex = (text) => createHash("sha256").update(text).digest("hex")
+
+/** An environment for Taskwright's CLI that cannot point it at another store. */
+export const cliEnv = (extra = {}) => {
+  const env = { ...process.env, ...extra }
+  delete env.DATABASE_URL
+  return env
+}
+
+/** What identifies the schema source, for the seed cache. */
+export const schemaSource = (schemaSql) => {
+  if (existsSync(CLI) && !process.env.BENCH_FORCE_SCHEMA_SQL) return `cli:${sha256Hex(readFileSync(CLI))}`
+  if (schemaSql) return `sql:${sha256Hex(readFileSync(schemaSql, "utf8"))}`
+  return null
+}
+
+const createSchema = (dataDir, file, schemaSql, log) => {
+  if (existsSync(CLI) && !process.env.BENCH_FORCE_SCHEMA_SQL) {
+    log(`schema: taskwright migrate --data-dir ${dataDir}`)
+    const r = spawnSync(process.execPath, [CLI, "migrate", "--data-dir", dataDir], {
+      cwd: ROOT,
+      env: cliEnv(),
+      encoding: "utf8",
+      timeout: 120_000
+    })
+    if (r.status !== 0 || !existsSync(file)) {
+      throw new Error(
+        `taskwright migrate failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ""}):\n${r.stdout}\n${r.stderr}`
+      )
+    }
+    return "taskwright migrate"
+  }
+  if (!schemaSql) {
+    throw new Error(
+      `${CLI} does not exist yet, so the schema cannot come from \`taskwright migrate\`.\n` +
+        "Build Taskwright (npm run build), or for bench development point BENCH_SCHEMA_SQL (or --schema-sql)\n" +
+        "at a scratch file outside the repository holding the sqlite statements of `initial` in\n" +
+        "packages/core/src/store/migrations.ts."
+    )
+  }
+  log(`schema: ${schemaSql} (scratch DDL; Taskwright's CLI is not built)`)
+  const db = new Database(file)
+  db.exec(readFileSync(schemaSql, "utf8"))
+  db.close()
+  return `scratch DDL ${schemaSql}`
+}
+
+/**
+ * Asks Taskwright's CLI for an API key for the bench user, so the secret carries whatever
+ * checksum Taskwright expects. Answers null when the CLI is missing or the call fails.
+ */
+const mintKeyWithCli = (dataDir, log) => {
+  if (!existsSync(CLI)) return null
+  const args = [CLI, "keys", "create", "--user", BENCH_USER_EMAIL, "--name", "bench"]
+  args.push("--scopes", BENCH_SCOPES, "--json", "--data-dir", dataDir)
+  const r = spawnSync(process.execPath, args, { cwd: ROOT, env: cliEnv(), encoding: "utf8", timeout: 60_000 })
+  const m = r.status === 0 ? /twk_[0-9A-Za-z]{20,}/.exec(r.stdout) : null
+  if (!m) {
+    log(`warning: \`taskwright keys create\` failed (exit ${r.status}); using the generated key.\n${r.stderr}`.trim())
+    return null
+  }
+  return m[0]
+}
+
+/**
+ * Seeds `<dataDir>/taskwright.db` from scratch. Returns what the runner needs.
+ * `keySource`: "auto" (CLI-minted when the CLI exists, else generated), "cli" or "generated".
+ */
+export const seed = ({ dataDir, tasks = 100_000, schemaSql, keySource = "auto", log = console.error }) => {
+  const t0 = performance.now()
+  rmSync(dataDir, { recursive: true, force: true })
+  mkdirSync(dataDir, { recursive: true })
+  const file = join(dataDir, "taskwright.db")
+  const schema = createSchema(dataDir, file, schemaSql, log)
+
+  const db = new Database(file)
+  // Bulk-load settings; the file is switched back to WAL (Taskwright's mode) at the end.
+  db.pragma("journal_mode = OFF")
+  db.pragma("synchronous = OFF")
+  db.pragma("locking_mode = EXCLUSIVE")
+  db.pragma("cache_size = -1048576") // 1 GiB: every index page stays in memory while loading
+  db.pragma("temp_store = MEMORY")
+  db.pragma("foreign_keys = OFF")
+
+  const rand = prng(`taskwright-bench-v${SEED_VERSION}`)
+  const keyRand = prng(`taskwright-bench-key-v${SEED_VERSION}`)
+  const generatedSecret = `twk_${base62(keyRand, 49)}`
+  const createdBase = Date.UTC(2025, 0, 1)
+  const stamp = (ms) => new Date(ms).toISOString()
+  const now = stamp(createdBase)
+
+  const insertUser = db.prepare(
+    `INSERT INTO users (id, email, email_lower, name, password_hash, is_admin, created_at, updated_at)
+     VALUES (?, ?, ?, ?, NULL, 0, ?, ?)`
+  )
+  const insertKey = db.prepare(
+    `INSERT INTO api_keys (id, user_id, name, secret_hash, prefix, scopes, created_at, expires_at, revoked_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)`
+  )
+  const insertProject = db.prepare(
+    "INSERT INTO projects (id, owner_id, name, path, git_url, created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, ?)"
+  )
+  const insertLabel = db.prepare(
+    "INSERT INTO labels (id, owner_id, name, name_lower, color, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+  )
+  const insertTask = db.prepare(
+    `INSERT INTO tasks (id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+  )
+  const insertRun = db.prepare(
+    `INSERT INTO runs (id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output)
+     VALUES (?, ?, ?, ?, 'workspace-write', ?, ?, ?, ?, ?)`
+  )
+
+  const getIds = []
+  const step = Math.max(1, Math.floor(tasks / GET_ID_COUNT))
+  let nextPick = 1
+  let runCount = 0
+  let withRuns = 0
+
+  db.transaction(() => {
+    insertUser.run(BENCH_USER_ID, BENCH_USER_EMAIL, BENCH_USER_EMAIL, "Bench User", now, now)
+    insertUser.run(OTHER_USER_ID, "other@example.com", "other@example.com", "Other User", now, now)
+    insertKey.run(
+      BENCH_KEY_ID,
+      BENCH_USER_ID,
+      "bench",
+      sha256Hex(generatedSecret),
+      generatedSecret.slice(0, 12),
+      BENCH_SCOPES,
+      now
+    )
+    insertProject.run(BENCH_PROJECT_ID, BENCH_USER_ID, "bench", "/tmp/taskwright-bench-project", now, now)
+    let n = 0
+    for (const owner of [BENCH_USER_ID, OTHER_USER_ID]) {
+      for (const name of LABELS) {
+        const color = `#${sha256Hex(name).slice(0, 6)}`
+        insertLabel.run(`lbl_bench${String(n++).padStart(11, "0")}`, owner, name, name, color, now)
+      }
+    }
+
+    for (let id = 1; id <= tasks; id++) {
+      // One task in ten belongs to another user: the list query has to filter on the owner.
+      const owner = id % 10 === 0 ? OTHER_USER_ID : BENCH_USER_ID
+      const projectId = owner === BENCH_USER_ID && rand() < 0.5 ? BENCH_PROJECT_ID : null
+      const title = `Task ${id}: ${words(rand, 3, 8)}`
+      const description = rand() < 0.2 ? "" : words(rand, 5, 40)
+      const status = weighted(rand, STATUSES)
+      const priority = weighted(rand, PRIORITIES)
+      const nLabels = Math.floor(rand() * 4)
+      const labels = []
+      for (let i = 0; i < nLabels; i++) {
+        const l = pick(rand, LABELS)
+        if (!labels.includes(l)) labels.push(l)
+      }
+      const createdMs = createdBase + id * 60_000
+      const updatedMs = createdMs + Math.floor(rand() * 3 * 86_400_000)
+      insertTask.run(
+        id,
+        owner,
+        projectId,
+        title,
+        description,
+        status,
+        priority,
+        JSON.stringify(labels),
+        stamp(createdMs),
+        stamp(updatedMs)
+      )
+      // About one task in eight has between one and three agent runs.
+      if (rand() < 0.125) {
+        withRuns++
+        const nRuns = 1 + Math.floor(rand() * 3)
+        for (let r = 0; r < nRuns; r++) {
+          const started = createdMs + (r + 1) * 3_600_000
+          const runStatus = pick(rand, RUN_STATUSES)
+          const output = JSON.stringify({
+            files_modified: Math.floor(rand() * 10),
+            lines_added: Math.floor(rand() * 500),
+            lines_removed: Math.floor(rand() * 200)
+          })
+          insertRun.run(
+            `run_${base62(rand, 16)}`,
+            id,
+            owner,
+            pick(rand, AGENTS),
+            `taskwright/task-${id}`,
+            runStatus,
+            stamp(started),
+            stamp(started + 60_000 + Math.floor(rand() * 1_800_000)),
+            output
+          )
+          runCount++
+        }
+      }
+      if (owner === BENCH_USER_ID && id >= nextPick && getIds.length < GET_ID_COUNT) {
+        getIds.push(id)
+        nextPick = id + step
+      }
+    }
+  })()
+
+  db.pragma("locking_mode = NORMAL")
+  db.pragma("journal_mode = WAL")
+  db.pragma("wal_checkpoint(TRUNCATE)")
+  const check = db
+    .prepare("SELECT COUNT(*) AS n FROM tasks WHERE owner_id = ? AND id IN (SELECT value FROM json_each(?))")
+    .get(BENCH_USER_ID, JSON.stringify(getIds))
+  if (check.n !== getIds.length) throw new Error("seed: a GET id is not owned by the bench user")
+  const todo = db
+    .prepare("SELECT COALESCE(SUM(n), 0) AS n FROM task_counts WHERE owner_id = ? AND status = 'todo'")
+    .get(BENCH_USER_ID).n
+  db.close()
+
+  let secret = generatedSecret
+  let usedKeySource = "generated"
+  if (keySource === "cli" || (keySource === "auto" && existsSync(CLI))) {
+    const minted = mintKeyWithCli(dataDir, log)
+    if (minted) {
+      secret = minted
+      usedKeySource = "taskwright keys create"
+    } else if (keySource === "cli") {
+      throw new Error("BENCH_KEY_SOURCE=cli but `taskwright keys create` did not give a key")
+    }
+  } else if (schema === "taskwright migrate") {
+    log(`warning: ${CLI} vanished after the migration (a rebuild?); the key is generated, not minted by Taskwright`)
+  }
+
+  const info = {
+    seedVersion: SEED_VERSION,
+    tasks,
+    runs: runCount,
+    tasksWithRuns: withRuns,
+    benchUserTodo: todo,
+    schema,
+    schemaSource: schemaSource(schemaSql),
+    keySource: usedKeySource,
+    secret,
+    userId: BENCH_USER_ID,
+    getIds,
+    seconds: (performance.now() - t0) / 1000
+  }
+  const infoFile = join(dataDir, "bench-seed.json")
+  writeFileSync(infoFile, `${JSON.stringify(info, null, 2)}\n`)
+  chmodSync(infoFile, 0o600)
+  return { ...info, file, dataDir }
+}
+
+/** True when the database is all in its main file (no WAL content), so copying that file is enough. */
+export const walIsEmpty = (file) => {
+  try {
+    return statSync(`${file}-wal`).size === 0
+  } catch {
+    return true
+  }
+}
+
+/** Reuses a seed made by the same version, size and schema source; seeds afresh otherwise. */
+export const seedCached = ({ dataDir, tasks, schemaSql, keySource, log = console.error }) => {
+  const infoFile = join(dataDir, "bench-seed.json")
+  const file = join(dataDir, "taskwright.db")
+  if (!process.env.BENCH_RESEED && existsSync(infoFile) && existsSync(file)) {
+    try {
+      const info = JSON.parse(readFileSync(infoFile, "utf8"))
+      const cachedKeyOk = keySource === "generated" ? info.keySource === "generated" : true
+      const source = schemaSource(schemaSql)
+      if (info.seedVersion === SEED_VERSION && info.tasks === tasks && cachedKeyOk && walIsEmpty(file)) {
+        if (info.schemaSource === source) return { ...info, file, dataDir, cached: true }
+        if (source === null) {
+          // No way to make the schema now (the CLI is not built, e.g. during a rebuild): the
+          // cached seed, made by an earlier build, still serves.
+          log(`note: ${CLI} is missing; reusing the seed in ${dataDir} made by an earlier build`)
+          return { ...info, file, dataDir, cached: true }
+        }
+      }
+    } catch {
+      // fall through and seed again
+    }
+  }
+  return { ...seed({ dataDir, tasks, schemaSql, keySource, log }), cached: false }
+}
+
+const parseArgs = (argv) => {
+  const out = {}
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (!a.startsWith("--")) throw new Error(`unexpected argument ${a}`)
+    out[a.slice(2)] = argv[++i]
+  }
+  return out
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    const args = parseArgs(process.argv.slice(2))
+    const tasks = Number(args.tasks ?? 100_000)
+    if (!Number.isInteger(tasks) || tasks < GET_ID_COUNT)
+      throw new Error(`--tasks must be an integer >= ${GET_ID_COUNT}`)
+    const dataDir = resolve(args["data-dir"] ?? join(ROOT, "bench/.work", `seed-${tasks}`))
+    const info = seed({
+      dataDir,
+      tasks,
+      schemaSql: args["schema-sql"] ?? process.env.BENCH_SCHEMA_SQL,
+      keySource: args["key-source"] ?? process.env.BENCH_KEY_SOURCE ?? "auto"
+    })
+    console.log(
+      `seeded ${info.file}: ${info.tasks} tasks, ${info.runs} runs, key ${info.keySource}, ` +
+        `${info.seconds.toFixed(1)} s (details in ${join(dataDir, "bench-seed.json")})`
+    )
+  } catch (e) {
+    console.error(e instanceof Error ? e.message : e)
+    process.exit(1)
+  }
+}
