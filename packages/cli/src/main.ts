@@ -3,7 +3,8 @@
  * the configured store directly (`DATABASE_URL` / `--database`, `--data-dir`) and takes `--json`.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import {
   allScopes,
   CoreLive,
