@@ -143,6 +143,48 @@ describe.each(testStores())("API on %s", (store) => {
       expect(r.body).toEqual({ ...created.body, agent_runs: [] })
     })
 
+    it("lists a task's runs, oldest first, in agent_runs", async () => {
+      const t = await s.request<Task>("POST", "/api/tasks", { key: alice.key, body: { title: "With runs" } })
+      const insert =
+        "INSERT INTO runs (id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output) VALUES (?, ?, ?, ?, 'workspace-write', 'b', ?, ?, ?, '{}') RETURNING id"
+      await s.query(insert, [
+        "run_BBBBBBBBBBBBBBBB",
+        t.body.id,
+        alice.id,
+        "codex",
+        "running",
+        "2026-01-02T00:00:00.000Z",
+        null
+      ])
+      await s.query(insert, [
+        "run_AAAAAAAAAAAAAAAA",
+        t.body.id,
+        alice.id,
+        "claude-code",
+        "completed",
+        "2026-01-01T00:00:00.000Z",
+        "2026-01-01T00:05:00.000Z"
+      ])
+      const r = await s.request<Task>("GET", `/api/tasks/${t.body.id}`, { key: alice.key })
+      expect(r.body.agent_runs).toEqual([
+        {
+          id: "run_AAAAAAAAAAAAAAAA",
+          agent: "claude-code",
+          status: "completed",
+          started_at: "2026-01-01T00:00:00.000Z",
+          completed_at: "2026-01-01T00:05:00.000Z"
+        },
+        {
+          id: "run_BBBBBBBBBBBBBBBB",
+          agent: "codex",
+          status: "running",
+          started_at: "2026-01-02T00:00:00.000Z",
+          completed_at: null
+        }
+      ])
+      expect(r.body.title).toBe("With runs")
+    })
+
     it("creates unknown labels on the fly and reuses existing ones case-insensitively", async () => {
       await s.request("POST", "/api/labels", { key: alice.key, body: { name: "Backend", color: "#112233" } })
       const r = await s.request<Task>("POST", "/api/tasks", {

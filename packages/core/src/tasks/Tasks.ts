@@ -75,7 +75,9 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         return { tasks, total, limit: params.limit, offset: params.offset } satisfies TaskList
       }),
       get: fn("Tasks.get")(function* (actor: Actor, id: TaskId) {
-        return yield* toTask(yield* load(actor, id))
+        const found = yield* repo.getWithRuns(id)
+        const row = yield* authorizeOwned(actor, "task", id, found?.task)
+        return { ...createdShape(row), agent_runs: found?.runs ?? [] } satisfies Task
       }),
       create: fn("Tasks.create")(function* (actor: Actor, input: TaskCreate) {
         yield* checkProject(actor, input.project_id)

@@ -23,6 +23,43 @@ export interface TaskRow {
 
 type ListRow = Omit<TaskRow, "owner_id" | "project_id">
 
+interface TaskWithRunRow extends TaskRow {
+  readonly run_id: RunSummary["id"] | null
+  readonly run_agent: string | null
+  readonly run_status: RunSummary["status"] | null
+  readonly run_started_at: string | null
+  readonly run_completed_at: string | null
+}
+
+const splitRuns = (rows: ReadonlyArray<TaskWithRunRow>) => {
+  const first = rows[0]
+  if (first === undefined) return undefined
+  const runs: Array<RunSummary> = []
+  for (const r of rows) {
+    if (r.run_id === null || r.run_agent === null || r.run_status === null || r.run_started_at === null) continue
+    runs.push({
+      id: r.run_id,
+      agent: r.run_agent,
+      status: r.run_status,
+      started_at: r.run_started_at,
+      completed_at: r.run_completed_at
+    })
+  }
+  const task: TaskRow = {
+    id: first.id,
+    owner_id: first.owner_id,
+    project_id: first.project_id,
+    title: first.title,
+    description: first.description,
+    status: first.status,
+    priority: first.priority,
+    labels: first.labels,
+    created_at: first.created_at,
+    updated_at: first.updated_at
+  }
+  return { task, runs }
+}
+
 export interface TaskFilter {
   readonly ownerId: string | null
   readonly status: TaskStatus | undefined
@@ -34,6 +71,11 @@ const q = {
   get: statement<TaskRow>(
     "tasks.get",
     "SELECT id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE id = ?"
+  ),
+  // The task and its runs in one statement: one index probe on SQLite, one round trip on PostgreSQL.
+  withRuns: statement<TaskWithRunRow>(
+    "tasks.withRuns",
+    "SELECT t.id, t.owner_id, t.project_id, t.title, t.description, t.status, t.priority, t.labels, t.created_at, t.updated_at, r.id AS run_id, r.agent AS run_agent, r.status AS run_status, r.started_at AS run_started_at, r.completed_at AS run_completed_at FROM tasks t LEFT JOIN runs r ON r.task_id = t.id WHERE t.id = ? ORDER BY r.started_at, r.id"
   ),
   runs: statement<RunSummary>(
     "tasks.runs",
@@ -109,6 +151,8 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
       transaction: store.transaction,
       get: (id: TaskId) => store.get(q.get, [id]),
       runSummaries: (id: TaskId) => store.all(q.runs, [id]),
+      /** The task row and its run summaries, oldest run first; `undefined` when there is no such task. */
+      getWithRuns: (id: TaskId) => Effect.map(store.all(q.withRuns, [id]), splitRuns),
       hasRunningRun: (id: TaskId) => Effect.map(store.get(q.running, [id]), (r) => r !== undefined),
       page: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
