@@ -1,10 +1,3 @@
-import { defineConfig } from "tsup"
+import { libraryBuild } from "../../tsup.shared.js"
 
-export default defineConfig({
-  entry: ["src/index.ts"],
-  format: ["esm"],
-  target: "node20",
-  dts: { compilerOptions: { composite: false } },
-  sourcemap: true,
-  clean: true
-})
+export default libraryBuild
