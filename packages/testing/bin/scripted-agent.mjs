@@ -2,9 +2,9 @@
 // Taskwright's scripted agent: a deterministic stand-in for a coding-agent CLI in tests.
 //
 // Script: a JSON array of steps (or an object `{ "steps": [...] }`), read from the file named by
-// the first argument (unless it starts with "-": then, standing in for a CLI whose own flags
-// follow, there is no file), or else from the environment variable TASKWRIGHT_SCRIPT. Steps run
-// in order:
+// the first argument when that is an existing file (standing in for a CLI, the agent is also
+// given that CLI's own arguments: `exec`, `-p`, ...), or else from the environment variable
+// TASKWRIGHT_SCRIPT. Steps run in order:
 //
 //   { "write": "path", "content": "..." }        create/overwrite a file (parent dirs created)
 //   { "append": "path", "content": "..." }       append to a file
@@ -30,15 +30,25 @@
 // Paths are relative to the working directory and may not leave it. Without an `exit` step the
 // agent exits 0. A bad script prints "scripted-agent: <reason>" on stderr and exits 2.
 import { spawn } from "node:child_process"
-import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { dirname, isAbsolute, relative, resolve } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 
 class ScriptError extends Error {}
 
-const loadScript = () => {
+/** The first argument, when it names a script file rather than being a stood-in CLI's own argument. */
+const scriptFile = () => {
   const first = process.argv[2]
-  const file = first !== undefined && !first.startsWith("-") ? first : undefined
+  if (first === undefined || first.startsWith("-")) return undefined
+  try {
+    return statSync(first).isFile() ? first : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const loadScript = () => {
+  const file = scriptFile()
   const text = file !== undefined ? readFileSync(file, "utf8") : process.env.TASKWRIGHT_SCRIPT
   if (text === undefined) throw new ScriptError("no script: pass a file as the first argument or set TASKWRIGHT_SCRIPT")
   const parsed = JSON.parse(text)
@@ -265,9 +275,8 @@ const runStep = async (step) => {
     await write("stdout", `stdin ${JSON.stringify(await readStdin())}\n`)
     await write("stdout", `TASKWRIGHT_PROMPT ${JSON.stringify(process.env.TASKWRIGHT_PROMPT ?? null)}\n`)
   } else if ("print_argv" in step) {
-    const args = process.argv.slice(2)
-    const skip = args[0] !== undefined && !args[0].startsWith("-") ? 1 : 0
-    await write("stdout", `argv ${JSON.stringify(args.slice(skip))}\n`)
+    const args = process.argv.slice(scriptFile() === undefined ? 2 : 3)
+    await write("stdout", `argv ${JSON.stringify(args)}\n`)
   } else if ("exit" in step) return Number(step.exit)
   else throw new ScriptError(`unknown step ${JSON.stringify(step)}`)
   return undefined

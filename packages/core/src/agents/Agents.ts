@@ -8,6 +8,7 @@ import { join } from "node:path"
 import { Effect, Either, ParseResult, Schema } from "effect"
 import { TaskwrightConfig } from "../Config.js"
 import { BadRequest, InternalError } from "../domain/Errors.js"
+import { fn } from "../domain/Traced.js"
 import {
   type AgentDetail,
   type AgentList,
@@ -114,7 +115,7 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
       }),
 
       /** The agent a run asks for; 400 when it is unknown, disabled or not runnable. */
-      resolve: Effect.fn("Agents.resolve")(function* (name: string) {
+      resolve: fn("Agents.resolve")(function* (name: string) {
         const settings = (yield* current).get(name)
         if (settings === undefined) return yield* BadRequest.field("agent", `unknown agent ${name}`)
         if (!settings.enabled) return yield* BadRequest.field("agent", `agent ${name} is disabled`)
@@ -124,7 +125,7 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
       }),
 
       /** `PUT /api/agents/:name` (admin): changes one entry, creating a `command` agent for a new name. */
-      update: Effect.fn("Agents.update")(function* (name: string, update: AgentUpdate) {
+      update: fn("Agents.update")(function* (name: string, update: AgentUpdate) {
         return yield* lock.withPermits(1)(
           Effect.gen(function* () {
             const agents = new Map(yield* current)

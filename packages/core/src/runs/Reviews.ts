@@ -9,6 +9,7 @@ import type { Actor } from "../auth/Actor.js"
 import { Conflict } from "../domain/Errors.js"
 import type { TaskId } from "../domain/Ids.js"
 import { now } from "../domain/Timestamp.js"
+import { fn } from "../domain/Traced.js"
 import type { TaskStatus } from "../tasks/Task.js"
 import { Tasks } from "../tasks/Tasks.js"
 import { newReviewId, type ReviewAction, type ReviewCreate, type ReviewResult } from "./Review.js"
@@ -35,7 +36,7 @@ export class Reviews extends Effect.Service<Reviews>()("@taskwright/core/Reviews
 
     return {
       /** `POST /api/tasks/:id/review`. */
-      review: Effect.fn("Reviews.review")(function* (actor: Actor, taskId: TaskId, input: ReviewCreate) {
+      review: fn("Reviews.review")(function* (actor: Actor, taskId: TaskId, input: ReviewCreate) {
         const task = yield* tasks.load(actor, taskId)
         if (task.status !== "in_review") return yield* notInReview(task.id, task.status)
         const comment = input.comment === undefined || input.comment.trim() === "" ? null : input.comment

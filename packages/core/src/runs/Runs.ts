@@ -24,6 +24,7 @@ import { TaskwrightConfig } from "../Config.js"
 import { BadRequest, Conflict, NotFound } from "../domain/Errors.js"
 import { newRunId, type RunId, type TaskId } from "../domain/Ids.js"
 import { now } from "../domain/Timestamp.js"
+import { fn } from "../domain/Traced.js"
 import { ProjectsRepo } from "../projects/ProjectsRepo.js"
 import type { StoreError } from "../store/Store.js"
 import { Tasks } from "../tasks/Tasks.js"
@@ -454,7 +455,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
       )
 
     /** Checks, reserves a slot, creates the worktree, records the run and hands it to a supervisor. */
-    const launch = Effect.fn("Runs.launch")(function* (
+    const launch = fn("Runs.launch")(function* (
       task: TaskRow,
       agent: ResolvedAgent,
       autonomy: Autonomy,
@@ -647,7 +648,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
 
     return {
       /** `POST /api/tasks/:id/run`. */
-      start: Effect.fn("Runs.start")(function* (actor: Actor, taskId: TaskId, input: RunStart) {
+      start: fn("Runs.start")(function* (actor: Actor, taskId: TaskId, input: RunStart) {
         const agent = yield* agents.resolve(input.agent)
         const task = yield* tasks.load(actor, taskId)
         return yield* launch(
@@ -663,7 +664,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
        * A follow-up of the task's latest run (same agent, branch and autonomy) whose prompt
        * carries a reviewer's comment; null when the task never ran.
        */
-      followUp: Effect.fn("Runs.followUp")(function* (task: TaskRow, comment: string) {
+      followUp: fn("Runs.followUp")(function* (task: TaskRow, comment: string) {
         const previous = yield* repo.latestForTask(task.id)
         if (previous === undefined) return null
         const agent = yield* agents.resolve(previous.agent)
@@ -671,20 +672,20 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
       }),
 
       /** `GET /api/runs/:run_id`: figures so far while it runs, final once it ended. */
-      get: Effect.fn("Runs.get")(function* (actor: Actor, id: RunId) {
+      get: fn("Runs.get")(function* (actor: Actor, id: RunId) {
         const row = yield* loadRun(actor, id)
         return toRun(row, row.status === "running" ? yield* liveOutput(id) : parseOutput(row.output))
       }),
 
       /** `GET /api/runs/:run_id/logs`. */
-      logs: Effect.fn("Runs.logs")(function* (actor: Actor, id: RunId, params: RunLogsParams) {
+      logs: fn("Runs.logs")(function* (actor: Actor, id: RunId, params: RunLogsParams) {
         yield* loadRun(actor, id)
         const logs = yield* repo.logs(id, { after: params.after ?? 0, since: params.since, limit: params.limit })
         return { logs } satisfies RunLogs
       }),
 
       /** `POST /api/runs/:run_id/stop`: ends the agent's process group and answers once the run is recorded stopped. */
-      stop: Effect.fn("Runs.stop")(function* (actor: Actor, id: RunId) {
+      stop: fn("Runs.stop")(function* (actor: Actor, id: RunId) {
         const row = yield* loadRun(actor, id)
         if (row.status !== "running") return yield* runEnded(row)
         const entry = active.get(id)
