@@ -28,6 +28,7 @@ import {
   hasScope,
   NotFound,
   type RateState,
+  redactCredentials,
   type StoreError,
   type StoreTag,
   TaskwrightConfig,
@@ -298,7 +299,8 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     if (status === 429 && typeof error.details.retry_after === "number" && !res.hasHeader("retry-after")) {
       res.setHeader("retry-after", error.details.retry_after)
     }
-    send(res, status, JSON.stringify(errorBody(error)))
+    // An error may quote what the client sent (a path, a rejected value): never a credential.
+    send(res, status, redactCredentials(JSON.stringify(errorBody(error))))
   }
 
   const internal = { _tag: "InternalError" as const, message: "internal server error", details: {} }

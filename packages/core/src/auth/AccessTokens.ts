@@ -50,8 +50,16 @@ export interface TokenSource {
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]{2,2048}\.[A-Za-z0-9_-]{2,4096}\.[A-Za-z0-9_-]{2,512}$/
 
-/** True when `token` looks like a compact JWS (three base64url parts). */
-export const looksLikeJwt = (token: string): boolean => JWT_SHAPE.test(token)
+/**
+ * True when `token` looks like a compact JWS (three base64url parts) whose signature is in
+ * canonical base64url: a lenient decoder would otherwise accept a signature whose last
+ * character differs only in its unused bits, i.e. a mutated token.
+ */
+export const looksLikeJwt = (token: string): boolean => {
+  if (!JWT_SHAPE.test(token)) return false
+  const signature = token.slice(token.lastIndexOf(".") + 1)
+  return Buffer.from(signature, "base64url").toString("base64url") === signature
+}
 
 const invalid = new Unauthorized({ message: "invalid or expired credential", details: {} })
 

@@ -31,7 +31,12 @@ export const bearerToken = (header: string | undefined): string | undefined => {
 }
 
 /** The body of `POST /api/auth/token`. */
-export const TokenRequest = Schema.Struct({ api_key: Schema.String.pipe(Schema.maxLength(8192)) })
+export const TokenRequest = Schema.Struct({
+  // The message never quotes the value sent: it may be a secret.
+  api_key: Schema.String.annotations({ message: () => "api_key must be a string" }).pipe(
+    Schema.maxLength(8192, { message: () => "api_key is too long to be an API key" })
+  )
+})
 export type TokenRequest = typeof TokenRequest.Type
 
 /** The credentials a request may carry. */

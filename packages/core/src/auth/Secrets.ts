@@ -45,3 +45,20 @@ export const digestsEqual = (a: string, b: string): boolean => {
 
 /** What a key list may show of a secret: enough to recognise it, never enough to use it. */
 export const displayPrefix = (secret: string): string => secret.slice(0, PREFIX.length + 6)
+
+const CREDENTIAL_SHAPES: ReadonlyArray<readonly [RegExp, string]> = [
+  [/twk_[0-9A-Za-z]{6,}/g, "twk_[redacted]"],
+  [/eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g, "[redacted token]"],
+  [/(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/g, "[redacted]"]
+]
+
+/**
+ * `text` with anything shaped like one of our credentials (an API key, an access token, a
+ * session token) replaced: error answers may quote what a client sent (a path, a value that
+ * failed validation), and a credential sent in the wrong place must not come back.
+ */
+export const redactCredentials = (text: string): string => {
+  let out = text
+  for (const [shape, replacement] of CREDENTIAL_SHAPES) out = out.replace(shape, replacement)
+  return out
+}

@@ -30,9 +30,18 @@ export const SESSION_TTL_SECONDS = 7 * 24 * 60 * 60
 
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/
 
+// Messages never quote the value sent: a password must not come back in an error.
+const bounded = (what: string, max: number) => {
+  const message = () => `must be a non-empty string of at most ${max} characters`
+  return Schema.String.annotations({ message: () => `${what} must be a string` }).pipe(
+    Schema.minLength(1, { message }),
+    Schema.maxLength(max, { message })
+  )
+}
+
 export const LoginRequest = Schema.Struct({
-  email: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(320)),
-  password: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024))
+  email: bounded("email", 320),
+  password: bounded("password", 1024)
 })
 export type LoginRequest = typeof LoginRequest.Type
 
