@@ -65,6 +65,12 @@ export interface AgentHandle {
   readonly exit: Promise<AgentExit>
   /** SIGTERM to the process group now, SIGKILL after `graceMs` (default 5 s). Safe to call again, and after the end. */
   stop(graceMs?: number): void
+  /**
+   * Stops reading the agent's output, for a consumer that cannot keep up: once the pipes are full
+   * the agent's writes block. Reading resumes with `resume()`, and by itself when the process exits.
+   */
+  pause(): void
+  resume(): void
 }
 
 /** Default grace between SIGTERM and SIGKILL. */
@@ -227,7 +233,9 @@ const failedSpawn = (error: unknown): AgentHandle => ({
     truncated: false,
     error: error instanceof Error ? error.message : String(error)
   }),
-  stop: () => {}
+  stop: () => {},
+  pause: () => {},
+  resume: () => {}
 })
 
 const trySpawn = (options: SpawnAgentOptions): ChildProcess | Error => {
@@ -329,8 +337,18 @@ export const spawnAgent = (options: SpawnAgentOptions): AgentHandle => {
     if (pid === null)
       settle({ code: null, signal: null, reason: "spawn_error", truncated: false, error: error.message })
   })
+  const pipes = [child.stdout, child.stderr].filter((stream): stream is Readable => stream !== null)
+  const pause = (): void => {
+    if (exited === null) for (const pipe of pipes) pipe.pause()
+  }
+  // What is left in the pipes once the process is gone is bounded: always read it.
+  const resume = (): void => {
+    for (const pipe of pipes) pipe.resume()
+  }
+
   child.on("exit", (code, signal) => {
     exited = { code, signal }
+    resume()
     if (timeoutTimer !== null) clearTimeout(timeoutTimer)
     setTimeout(() => {
       child.stdout?.destroy()
@@ -353,7 +371,7 @@ export const spawnAgent = (options: SpawnAgentOptions): AgentHandle => {
     child.stdin.end(options.stdin)
   }
 
-  return { pid, exit, stop }
+  return { pid, exit, stop, pause, resume }
 }
 
 /**

@@ -23,6 +23,13 @@ export interface RunLogOptions {
   readonly batchSize?: number
   /** Longest an entry waits in the buffer (default 100 ms). */
   readonly flushMs?: number
+  /**
+   * Told `true` when more than `highWater` entries wait for the store (the producer should pause),
+   * and `false` once fewer than a fifth of that are left.
+   */
+  readonly onPressure?: (high: boolean) => void
+  /** Buffered entries that count as too many (default 50,000). */
+  readonly highWater?: number
 }
 
 export interface RunLog {
@@ -67,6 +74,14 @@ export const makeRunLog = (options: RunLogOptions) =>
     let closed = false
     let wake: (() => void) | null = null
     let failures = 0
+    const highWater = options.highWater ?? 50_000
+    let pressed = false
+    const relieve = (): void => {
+      if (pressed && pending.length < highWater / 5) {
+        pressed = false
+        options.onPressure?.(false)
+      }
+    }
     const lock = yield* Effect.makeSemaphore(1)
 
     const append = (level: LogLevel, message: string): void => {
@@ -77,6 +92,10 @@ export const makeRunLog = (options: RunLogOptions) =>
       }
       pending.push([nextSeq++, lastIso, level, sanitizeMessage(message)])
       if (pending.length >= batchSize && wake !== null) wake()
+      if (!pressed && pending.length > highWater) {
+        pressed = true
+        options.onPressure?.(true)
+      }
     }
 
     const writeBatch = (batch: ReadonlyArray<LogTuple>) => {
@@ -92,6 +111,7 @@ export const makeRunLog = (options: RunLogOptions) =>
         if (pending.length === 0) return Effect.void
         const batch = pending.length <= MAX_PER_FLUSH ? pending : pending.slice(0, MAX_PER_FLUSH)
         pending = batch === pending ? [] : pending.slice(MAX_PER_FLUSH)
+        relieve()
         return writeBatch(batch).pipe(
           Effect.tap(() =>
             Effect.sync(() => {

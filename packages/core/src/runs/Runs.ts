@@ -271,12 +271,13 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
     const loadRun = (actor: Actor, id: RunId) =>
       Effect.flatMap(repo.get(id), (row) => authorizeOwned(actor, "run", id, row))
 
-    const openLog = (runId: RunId, firstSeq: number, notBefore: number) =>
+    const openLog = (runId: RunId, firstSeq: number, notBefore: number, onPressure?: (high: boolean) => void) =>
       makeRunLog({
         firstSeq,
         notBefore,
         write: (entries) => repo.insertLogs(runId, entries),
-        transaction: repo.transaction
+        transaction: repo.transaction,
+        ...(onPressure === undefined ? {} : { onPressure })
       })
 
     /** Records how a run ended (and moves a completed run's task to review); retried, the store may blink. */
@@ -405,7 +406,9 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
     const supervise = (entry: ActiveRun, plan: Plan) =>
       Effect.scoped(
         Effect.gen(function* () {
-          const log = yield* openLog(entry.id, 1, 0)
+          // A store slower than the agent's output pauses reading its pipes (the agent then blocks on
+          // write) instead of buffering without bound.
+          const log = yield* openLog(entry.id, 1, 0, (high) => (high ? entry.handle?.pause() : entry.handle?.resume()))
           log.append(
             "info",
             `Run ${entry.id}: agent ${plan.agent.name}, autonomy ${plan.autonomy}, branch ${plan.branch} ` +

@@ -72,13 +72,12 @@ const q = {
     "INSERT INTO run_logs (run_id, seq, timestamp, level, message) SELECT ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?)",
     "INSERT INTO run_logs (run_id, seq, timestamp, level, message) SELECT $1, (e ->> 0)::bigint, e ->> 1, e ->> 2, e ->> 3 FROM json_array_elements($2::json) AS e"
   ),
+  // `seq <= after + limit` as well: a run's seqs are contiguous from 1, so the range holds the
+  // page exactly, and no plan (PostgreSQL's included, with statistics not yet caught up with a
+  // run that just wrote a million lines) can turn a page into a scan of the rest of the run.
   logsAfter: statement<RunLogEntry>(
     "runs.logsAfter",
-    `SELECT ${logColumns} FROM run_logs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`
-  ),
-  logsAfterSince: statement<RunLogEntry>(
-    "runs.logsAfterSince",
-    `SELECT ${logColumns} FROM run_logs WHERE run_id = ? AND seq > ? AND timestamp > ? ORDER BY seq LIMIT ?`
+    `SELECT ${logColumns} FROM run_logs WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`
   ),
   firstSince: statement<{ seq: number }>(
     "runs.firstSince",
@@ -155,14 +154,15 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("@taskwright/core/RunsR
       /** A page of log entries, oldest first: `seq > after` and, when given, `timestamp > since`. */
       logs: (runId: RunId, page: { after: number; since: Timestamp | undefined; limit: number }) =>
         Effect.gen(function* () {
-          if (page.since === undefined)
-            return (yield* store.all(q.logsAfter, [runId, page.after, page.limit])).map(toEntry)
-          // Timestamps never decrease along seq within a run, so the first entry after `since`
-          // bounds the page by seq and the primary key serves the rest.
-          const first = yield* store.get(q.firstSince, [runId, page.since])
-          if (first === undefined) return []
-          const after = Math.max(page.after, Number(first.seq) - 1)
-          return (yield* store.all(q.logsAfterSince, [runId, after, page.since, page.limit])).map(toEntry)
+          let after = page.after
+          if (page.since !== undefined) {
+            // Timestamps never decrease along seq within a run (RunLog sees to it), so the entries
+            // after `since` are exactly those from the first one on.
+            const first = yield* store.get(q.firstSince, [runId, page.since])
+            if (first === undefined) return []
+            after = Math.max(after, Number(first.seq) - 1)
+          }
+          return (yield* store.all(q.logsAfter, [runId, after, after + page.limit, page.limit])).map(toEntry)
         }),
       lastLog: (runId: RunId) =>
         Effect.map(store.get(q.lastLog, [runId]), (row) =>

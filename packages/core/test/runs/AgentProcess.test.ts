@@ -293,6 +293,22 @@ describe("spawnAgent", () => {
     assert.strictEqual(nul.exit.reason, "spawn_error")
   })
 
+  it("pause() holds the agent back on a full pipe, resume() lets it finish with nothing lost", async () => {
+    const { handle, lines } = start([{ lines: 200_000, prefix: "p" }])
+    handle.pause()
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    // Blocked on write: far from done, and still running.
+    assert.isBelow(lines.length, 200_000)
+    const held = lines.length
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    assert.strictEqual(lines.length, held)
+    handle.resume()
+    const exit = await handle.exit
+    assert.strictEqual(exit.code, 0)
+    assert.strictEqual(lines.length, 200_000)
+    assert.strictEqual(lines.at(-1)?.line, "p 200000")
+  })
+
   it("survives an onLine callback that throws", async () => {
     const { exit } = await run([{ stdout: "a" }, { stdout: "b" }], {
       onLine: () => {

@@ -158,6 +158,29 @@ describe("RunLog", () => {
     }).pipe(Effect.provide(TestLayer))
   )
 
+  it.live("asks the producer to pause above the high-water mark and to resume once the store caught up", () =>
+    Effect.gen(function* () {
+      const repo = yield* seed
+      const signals: Array<boolean> = []
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const log = yield* makeRunLog({
+            firstSeq: 1,
+            highWater: 100,
+            onPressure: (high) => signals.push(high),
+            write: (entries) => repo.insertLogs(RUN, entries),
+            transaction: repo.transaction
+          })
+          for (let i = 1; i <= 150; i++) log.append("info", `x ${i}`)
+          assert.deepStrictEqual(signals, [true])
+          yield* log.flush
+          assert.deepStrictEqual(signals, [true, false])
+          yield* log.close
+        })
+      )
+    }).pipe(Effect.provide(TestLayer))
+  )
+
   it("makes text safe for both stores: NUL and half surrogate pairs become U+FFFD", () => {
     assert.strictEqual(sanitizeMessage("plain text"), "plain text")
     assert.strictEqual(sanitizeMessage("a\u0000b"), "a\uFFFDb")
