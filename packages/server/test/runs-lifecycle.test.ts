@@ -40,7 +40,7 @@ describe.each(testStores())("agent runs on %s", (store) => {
   }
 
   beforeAll(async () => {
-    s = await startTestServer({ store })
+    s = await startTestServer({ store, env: { TASKWRIGHT_RATE_LIMIT: "1000000" } })
     alice = await s.createUser()
   })
   afterAll(async () => {

@@ -50,7 +50,7 @@ describe.each(testStores())("agent run rules on %s", (store) => {
   const dirs: Array<string> = []
 
   beforeAll(async () => {
-    s = await startTestServer({ store, env: { TASKWRIGHT_MAX_RUNS: "2" } })
+    s = await startTestServer({ store, env: { TASKWRIGHT_MAX_RUNS: "2", TASKWRIGHT_RATE_LIMIT: "1000000" } })
     alice = await s.createUser()
     bob = await s.createUser()
     dir = await makeRepo()
