@@ -568,7 +568,11 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           branch,
           autonomy
         } satisfies RunStarted
-      }).pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : release(entry))))
+      }).pipe(
+        Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : release(entry))),
+        // A client that goes away must not leave a run recorded `running` with no supervisor.
+        Effect.uninterruptible
+      )
     })
 
     /** The figures of a running run so far, from git (reused for a second). */
