@@ -63,6 +63,17 @@ export const looksLikeJwt = (token: string): boolean => {
 
 const invalid = new Unauthorized({ message: "invalid or expired credential", details: {} })
 
+/** What a verified token says, kept while it lives. */
+interface VerifiedClaims {
+  readonly sub: string
+  readonly jti: string
+  readonly exp: number
+  readonly scope: ReadonlySet<Scope>
+}
+
+/** Verified tokens remembered at most (the oldest is forgotten first). */
+const VERIFIED_CACHE_SIZE = 10_000
+
 export class AccessTokens extends Effect.Service<AccessTokens>()("@taskwright/core/AccessTokens", {
   effect: Effect.gen(function* () {
     const repo = yield* AuthRepo
@@ -84,6 +95,42 @@ export class AccessTokens extends Effect.Service<AccessTokens>()("@taskwright/co
     )
     // Names the secret without revealing it; changes when the secret does.
     const kid = createHash("sha256").update("taskwright-jwt-kid:").update(bytes).digest("base64url").slice(0, 16)
+
+    /**
+     * Tokens whose signature and claims jose has verified, by their exact text, until they
+     * expire: a token is verified once (WebCrypto's HMAC is asynchronous and costs ~100 µs a
+     * call), then only its key's liveness is looked up per request. Only an identical string
+     * hits the cache, so a forged or altered token always goes through jose.
+     */
+    const verified = new Map<string, VerifiedClaims>()
+
+    /** The actor of verified claims, if the key the token was made from is still live. */
+    const withLiveKey = (claims: VerifiedClaims): Effect.Effect<Actor, Unauthorized | StoreError> =>
+      Effect.flatMap(repo.tokenKey(claims.jti), (row): Effect.Effect<Actor, Unauthorized> => {
+        if (
+          row === undefined ||
+          row.user_id !== claims.sub ||
+          row.revoked_at !== null ||
+          (row.expires_at !== null && row.expires_at <= new Date().toISOString())
+        ) {
+          return Effect.fail(invalid)
+        }
+        // The token's scopes, never more than its key holds now, admin only for admins.
+        const held = parseScopes(row.scopes)
+        const scopes = new Set<Scope>()
+        for (const s of claims.scope) if (held.has(s)) scopes.add(s)
+        if (!row.is_admin) scopes.delete("admin")
+        return Effect.succeed({
+          userId: row.user_id,
+          scopes,
+          credential: {
+            kind: "jwt",
+            id: claims.jti,
+            expiresAt: new Date(claims.exp * 1000).toISOString(),
+            keyId: row.key_id
+          }
+        })
+      })
 
     return {
       kid,
@@ -115,18 +162,24 @@ export class AccessTokens extends Effect.Service<AccessTokens>()("@taskwright/co
 
       /** The actor of a token, if its signature, claims and key all hold. */
       verify: (token: string): Effect.Effect<Actor, Unauthorized | StoreError> => {
+        const seen = verified.get(token)
+        if (seen !== undefined) {
+          if (seen.exp * 1000 > Date.now()) return withLiveKey(seen)
+          verified.delete(token)
+        }
         if (!looksLikeJwt(token)) return Effect.fail(invalid)
-        return Effect.tryPromise({
-          try: () =>
-            jwtVerify(token, key, {
-              algorithms: [ACCESS_TOKEN_ALGORITHM],
-              requiredClaims: ["sub", "iat", "exp", "jti"],
-              maxTokenAge: ACCESS_TOKEN_TTL_SECONDS + LEEWAY_SECONDS,
-              clockTolerance: LEEWAY_SECONDS
-            }),
-          catch: () => invalid
-        }).pipe(
-          Effect.flatMap(({ payload, protectedHeader }) => {
+        return Effect.flatMap(
+          Effect.tryPromise({
+            try: () =>
+              jwtVerify(token, key, {
+                algorithms: [ACCESS_TOKEN_ALGORITHM],
+                requiredClaims: ["sub", "iat", "exp", "jti"],
+                maxTokenAge: ACCESS_TOKEN_TTL_SECONDS + LEEWAY_SECONDS,
+                clockTolerance: LEEWAY_SECONDS
+              }),
+            catch: () => invalid
+          }),
+          ({ payload, protectedHeader }) => {
             const { sub, jti, exp, iat, scope } = payload
             if (
               protectedHeader.kid !== kid ||
@@ -141,33 +194,14 @@ export class AccessTokens extends Effect.Service<AccessTokens>()("@taskwright/co
             ) {
               return Effect.fail(invalid)
             }
-            return Effect.flatMap(repo.tokenKey(jti), (row): Effect.Effect<Actor, Unauthorized> => {
-              const now = new Date().toISOString()
-              if (
-                row === undefined ||
-                row.user_id !== sub ||
-                row.revoked_at !== null ||
-                (row.expires_at !== null && row.expires_at <= now)
-              ) {
-                return Effect.fail(invalid)
-              }
-              // The token's scopes, never more than its key holds now, admin only for admins.
-              const held = parseScopes(row.scopes)
-              const scopes = new Set<Scope>()
-              for (const s of parseScopes(scope.join(","))) if (held.has(s)) scopes.add(s)
-              if (!row.is_admin) scopes.delete("admin")
-              return Effect.succeed({
-                userId: row.user_id,
-                scopes,
-                credential: {
-                  kind: "jwt",
-                  id: jti,
-                  expiresAt: new Date(exp * 1000).toISOString(),
-                  keyId: row.key_id
-                }
-              })
-            })
-          })
+            const claims: VerifiedClaims = { sub, jti, exp, scope: parseScopes(scope.join(",")) }
+            if (verified.size >= VERIFIED_CACHE_SIZE) {
+              const oldest = verified.keys().next()
+              if (oldest.done !== true) verified.delete(oldest.value)
+            }
+            verified.set(token, claims)
+            return withLiveKey(claims)
+          }
         )
       },
 
