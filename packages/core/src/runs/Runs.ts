@@ -143,54 +143,30 @@ interface Outcome {
   readonly error: string | null
 }
 
+/** A failed outcome: `error` as the run records it, and as a sentence (plus `detail`) in its log. */
+const failed = (error: string, detail = ""): Outcome => ({
+  status: "failed",
+  level: "error",
+  message: `${error.charAt(0).toUpperCase()}${error.slice(1)}${detail}`,
+  error
+})
+
 /** How the process's end maps to the run's status. */
 const decide = (exit: AgentExit, stop: StopRequest | null, timeoutS: number): Outcome => {
   switch (exit.reason) {
     case "stopped":
-      return stop?.kind === "shutdown"
-        ? {
-            status: "failed",
-            level: "error",
-            message: "The service shut down during the run; the agent was stopped",
-            error: "the service shut down during the run"
-          }
-        : {
-            status: "stopped",
-            level: "warn",
-            message: `Stopped${stop?.by ? ` by ${stop.by}` : ""}`,
-            error: null
-          }
+      if (stop?.kind === "shutdown") return failed("the service shut down during the run", "; the agent was stopped")
+      return { status: "stopped", level: "warn", message: `Stopped${stop?.by ? ` by ${stop.by}` : ""}`, error: null }
     case "timeout":
-      return {
-        status: "failed",
-        level: "error",
-        message: `Timed out after ${timeoutS} s; the agent's processes were ended`,
-        error: `timed out after ${timeoutS} s`
-      }
+      return failed(`timed out after ${timeoutS} s`, "; the agent's processes were ended")
     case "spawn_error":
-      return {
-        status: "failed",
-        level: "error",
-        message: `Could not start the agent: ${exit.error ?? "unknown error"}`,
-        error: `could not start the agent: ${exit.error ?? "unknown error"}`
-      }
+      return failed(`could not start the agent: ${exit.error ?? "unknown error"}`)
     case "exit":
       if (exit.code === 0)
         return { status: "completed", level: "info", message: "The agent exited with code 0", error: null }
-      if (exit.code !== null) {
-        return {
-          status: "failed",
-          level: "error",
-          message: `The agent exited with code ${exit.code}`,
-          error: `the agent exited with code ${exit.code}`
-        }
-      }
-      return {
-        status: "failed",
-        level: "error",
-        message: `The agent was killed by ${exit.signal ?? "a signal"}`,
-        error: `the agent was killed by ${exit.signal ?? "a signal"}`
-      }
+      return exit.code !== null
+        ? failed(`the agent exited with code ${exit.code}`)
+        : failed(`the agent was killed by ${exit.signal ?? "a signal"}`)
   }
 }
 
@@ -312,7 +288,6 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
     }) =>
       Effect.gen(function* () {
         const { log } = options
-        let commit: string | null = null
         const committed = yield* Effect.either(
           commitAll({
             worktreePath: options.worktreePath,
@@ -321,12 +296,12 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
             authorEmail: COMMIT_AUTHOR.email
           })
         )
+        const commit = Either.getOrNull(committed)
         if (Either.isLeft(committed)) {
           log.append("error", `Could not commit the run's changes: ${committed.left.message}`)
-        } else if (committed.right === null) {
+        } else if (commit === null) {
           log.append("info", "No changes to commit")
         } else {
-          commit = committed.right
           log.append("info", `Committed ${commit.slice(0, 12)} on branch ${options.branch}`)
         }
         const diff = yield* diffStats({ worktreePath: options.worktreePath, baseSha: options.baseSha }).pipe(
@@ -450,8 +425,18 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           yield* finishRow(entry.id, plan.task.id, status, output, error)
         })
       ).pipe(
+        // A bug or a store that stayed away: end the agent and record the run failed if we still can
+        // (otherwise the next start-up's recovery does).
         Effect.catchAllCause((cause) =>
-          Effect.sync(() => process.stderr.write(`[taskwright] supervising run ${entry.id} failed: ${cause}\n`))
+          Effect.sync(() => {
+            process.stderr.write(`[taskwright] supervising run ${entry.id} failed: ${cause}\n`)
+            entry.handle?.stop(graceMs)
+          }).pipe(
+            Effect.zipRight(
+              finishRow(entry.id, plan.task.id, "failed", emptyDiff, "the service failed to supervise the run")
+            ),
+            Effect.ignore
+          )
         ),
         Effect.ensuring(release(entry)),
         Effect.uninterruptible
