@@ -18,7 +18,9 @@
  * variants. Also: the in-memory limiter's cost per call, measured in process.
  *
  * Knobs: BENCH_AUTH_ROUNDS (2), BENCH_AUTH_DURATION (s, 5), BENCH_AUTH_WARMUP (s, 1),
- * BENCH_AUTH_CONNECTIONS (50), BENCH_SKIP_BUILD=1, BENCH_AUTH_OUT (JSON results file).
+ * BENCH_AUTH_CONNECTIONS (50), BENCH_SKIP_BUILD=1, BENCH_AUTH_OUT (JSON results file),
+ * BENCH_AUTH_DATABASE_URL (an empty PostgreSQL database: every server runs on it, and the rate
+ * limits then live in the database, shared as they would be between processes).
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -41,6 +43,7 @@ const WORK = join(ROOT, "bench/.work", `auth-${process.pid}`)
 const DATA = join(WORK, "data")
 const CLI = join(ROOT, "packages/cli/dist/main.js")
 const JWT_SECRET = "bench-auth-secret-bench-auth-secret-0123456789"
+const DATABASE = env.BENCH_AUTH_DATABASE_URL ? { DATABASE_URL: env.BENCH_AUTH_DATABASE_URL } : {}
 const children = new Set()
 
 const log = (line) => process.stderr.write(`${line}\n`)
@@ -70,6 +73,7 @@ const startServer = async (name, args, extraEnv, port) => {
       TASKWRIGHT_JWT_SECRET: JWT_SECRET,
       TASKWRIGHT_RATE_LIMIT: "1000000000",
       TASKWRIGHT_RATE_LIMIT_ANONYMOUS: "1000000000",
+      ...DATABASE,
       ...extraEnv
     },
     stdio: ["ignore", "pipe", "pipe"]
@@ -301,7 +305,7 @@ const main = async () => {
       "--password",
       password
     ],
-    { cwd: ROOT, stdio: "ignore", env: { PATH: env.PATH } }
+    { cwd: ROOT, stdio: "ignore", env: { PATH: env.PATH, ...DATABASE } }
   )
   const session = (await api("POST", "/api/auth/login", {}, { email: "bench@example.test", password })).json.session
     .token
@@ -384,7 +388,7 @@ const main = async () => {
     `| ${s.variant.padEnd(30)} | ${s.rps.toFixed(0).padStart(7)} | ${s.p50_ms.toFixed(2).padStart(6)} | ${s.p99_ms.toFixed(2).padStart(6)} | ${s.cpu_us_per_request.toFixed(1).padStart(6)} | ${s.added_cpu_us.toFixed(1).padStart(7)} | ${s.rps_vs_baseline.toFixed(2).padStart(5)} (${s.rps_vs_baseline_per_round.map((x) => x.toFixed(2)).join(", ")}) | ${String(s.non2xx).padStart(5)} |`
   console.log(
     [
-      `Authentication and rate limiting, GET /api/tasks/:id and /api/auth/verify (${config.rounds} rounds × ${config.duration} s, ${config.connections} connections, ${WRK === null ? "autocannon" : "wrk"})`,
+      `Authentication and rate limiting, GET /api/tasks/:id and /api/auth/verify on ${DATABASE.DATABASE_URL ? "PostgreSQL (rate limits in the database)" : "SQLite (rate limits in memory)"} (${config.rounds} rounds × ${config.duration} s, ${config.connections} connections, ${WRK === null ? "autocannon" : "wrk"})`,
       "",
       "| variant                        |   req/s | p50 ms | p99 ms | cpu µs | +cpu µs | req/s ÷ baseline (rounds) | non2xx |",
       "|--------------------------------|--------:|-------:|-------:|-------:|--------:|---------------------------|-------:|",
@@ -395,7 +399,11 @@ const main = async () => {
     ].join("\n")
   )
   mkdirSync(dirname(config.out), { recursive: true })
-  writeFileSync(config.out, `${JSON.stringify({ config, loadgen: WRK ?? "autocannon", summary, micro }, null, 2)}\n`)
+  const store = DATABASE.DATABASE_URL ? "postgres" : "sqlite"
+  writeFileSync(
+    config.out,
+    `${JSON.stringify({ config, store, loadgen: WRK ?? "autocannon", summary, micro }, null, 2)}\n`
+  )
   log(`results written to ${config.out}`)
   for (const s of [real, fixed, authOnly]) s.child.kill("SIGTERM")
   await sleep(500)
