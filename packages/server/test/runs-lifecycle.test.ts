@@ -57,7 +57,7 @@ describe.each(testStores())("agent runs on %s", (store) => {
       { write: "README.md", content: "# Project\n\nline a\nline B\nline c\nline d\n" },
       { delete: "src/app.ts" },
       { stdout: "first part done" },
-      { sleep_ms: 1500 },
+      { sleep_ms: 3000 },
       { write: "later.txt", content: "l\n" },
       { stdout: "all done" }
     ])
