@@ -6,15 +6,8 @@
  * admin configures is a further `command` agent (an argument vector of its own).
  */
 import { Schema } from "effect"
-import { Autonomy } from "../runs/Run.js"
+import { AgentName, Autonomy } from "../runs/Run.js"
 import type { AgentKind } from "./AgentStreams.js"
-
-/** Names of agents: lower-case letters, digits, `.`, `_`, `-`. */
-export const AgentName = Schema.String.pipe(
-  Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,63}$/, {
-    message: () => "an agent name is 1-64 lower-case letters, digits, '.', '_' or '-'"
-  })
-)
 
 export const BUILT_IN_AGENTS = ["claude-code", "codex", "gemini", "command"] as const
 

@@ -43,12 +43,14 @@ const fileKey = (path: string): Promise<string> =>
     () => "absent"
   )
 
+/** The built-in agents with their defaults. */
+const defaults = (): Map<string, AgentSettings> => new Map(BUILT_IN_AGENTS.map((name) => [name, builtInDefaults(name)]))
+
 const parse = (text: string, path: string): Either.Either<ReadonlyMap<string, AgentSettings>, string> =>
   Either.map(
     Either.mapLeft(decodeFile(text), (e) => `${path}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`),
     (file) => {
-      const agents = new Map<string, AgentSettings>()
-      for (const name of BUILT_IN_AGENTS) agents.set(name, builtInDefaults(name))
+      const agents = defaults()
       for (const [name, entry] of Object.entries(file)) {
         agents.set(name, applyUpdate(agents.get(name) ?? builtInDefaults(name), entry))
       }
@@ -61,10 +63,7 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
     const config = yield* TaskwrightConfig
     const path = join(config.dataDir, "agents.json")
     const lock = yield* Effect.makeSemaphore(1)
-    let loaded: Loaded = {
-      key: "absent",
-      agents: new Map(BUILT_IN_AGENTS.map((name) => [name, builtInDefaults(name)]))
-    }
+    let loaded: Loaded = { key: "absent", agents: defaults() }
     let warned = ""
 
     /** The current configuration: re-read when the file changed; a broken file keeps the last good one. */
@@ -72,7 +71,7 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
       const key = await fileKey(path)
       if (key === loaded.key) return loaded.agents
       if (key === "absent") {
-        loaded = { key, agents: new Map(BUILT_IN_AGENTS.map((name) => [name, builtInDefaults(name)])) }
+        loaded = { key, agents: defaults() }
         return loaded.agents
       }
       const text = await readFile(path, "utf8").catch(() => null)
@@ -99,11 +98,10 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
           await rename(tmp, path)
           return fileKey(path)
         },
-        catch: (cause) =>
-          new InternalError({
-            message: "the agent configuration could not be saved",
-            details: { cause: String(cause) }
-          })
+        catch: (cause) => {
+          process.stderr.write(`[taskwright] cannot write ${path}: ${String(cause)}\n`)
+          return new InternalError({ message: "the agent configuration could not be saved", details: {} })
+        }
       })
 
     return {

@@ -64,11 +64,16 @@ const Branch = Schema.String.pipe(
   Schema.filter((name) => validateBranchName(name) ?? true, { identifier: "BranchName" })
 )
 
+/** Names of agents: lower-case letters, digits, `.`, `_`, `-`. */
+export const AgentName = Schema.String.pipe(
+  Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,63}$/, {
+    message: () => "an agent name is 1-64 lower-case letters, digits, '.', '_' or '-'"
+  })
+)
+
 /** `POST /api/tasks/:id/run`. */
 export const RunStart = Schema.Struct({
-  agent: Schema.String.pipe(
-    Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,63}$/, { message: () => "must be the name of a configured agent" })
-  ),
+  agent: AgentName,
   autonomy: Schema.optional(Autonomy),
   branch: Schema.optional(Branch)
 })
