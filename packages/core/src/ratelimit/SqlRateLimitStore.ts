@@ -65,7 +65,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
           const count = Number(row.count)
           const windowStart = Number(row.window_start)
           const first = count - bucket.waiters.length + 1
-          bucket.waiters.forEach((resume, i) => resume(Effect.succeed({ count: first + i, windowStart })))
+          for (const [i, resume] of bucket.waiters.entries()) resume(Effect.succeed({ count: first + i, windowStart }))
         }
         // A row the database did not return (it never happens) must not leave a request waiting.
         for (const bucket of batch.values()) for (const resume of bucket.waiters) resume(Effect.die("no count"))

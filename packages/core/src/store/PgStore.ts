@@ -82,7 +82,14 @@ export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.S
   Layer.unwrapScoped(
     Effect.gen(function* () {
       const pool = yield* Effect.acquireRelease(
-        Effect.sync(() => new pg.Pool({ connectionString: config.url, max: config.maxConnections ?? 10, types })),
+        Effect.sync(() => {
+          const pool = new pg.Pool({ connectionString: config.url, max: config.maxConnections ?? 10, types })
+          // When the server ends an idle connection (a restart, an administrator, a dropped
+          // database), the pool emits "error"; unheard, that is an uncaught exception that ends
+          // the process. The pool discards the connection and opens another when needed.
+          pool.on("error", () => {})
+          return pool
+        }),
         (pool) => Effect.promise(() => pool.end())
       )
       // Fail fast with a clear error when the server is not there.
