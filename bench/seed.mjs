@@ -167,6 +167,130 @@ const mintKeyWithCli = (dataDir, log) => {
   return m[0]
 }
 
+/** The columns of the rows `generate` yields, per table (the others keep their defaults). */
+export const COLUMNS = {
+  users: ["id", "email", "email_lower", "name", "created_at", "updated_at"],
+  api_keys: ["id", "user_id", "name", "secret_hash", "prefix", "scopes", "created_at"],
+  projects: ["id", "owner_id", "name", "path", "created_at", "updated_at"],
+  labels: ["id", "owner_id", "name", "name_lower", "color", "created_at"],
+  tasks: [
+    "id",
+    "owner_id",
+    "project_id",
+    "title",
+    "description",
+    "status",
+    "priority",
+    "labels",
+    "created_at",
+    "updated_at"
+  ],
+  runs: ["id", "task_id", "owner_id", "agent", "branch", "status", "started_at", "completed_at", "output"]
+}
+
+/**
+ * Generates the bench data, deterministically: yields `[table, row]` for every row, the row an
+ * array in the column order of `COLUMNS`. The SQLite and the PostgreSQL seeds both use it, so the
+ * two stores hold the same rows. It returns the generated API key's secret, the ids
+ * `GET /api/tasks/:id` rotates over and a few counts.
+ */
+export function* generate(tasks) {
+  const rand = prng(`taskwright-bench-v${SEED_VERSION}`)
+  const keyRand = prng(`taskwright-bench-key-v${SEED_VERSION}`)
+  const generatedSecret = `twk_${base62(keyRand, 49)}`
+  const createdBase = Date.UTC(2025, 0, 1)
+  const stamp = (ms) => new Date(ms).toISOString()
+  const now = stamp(createdBase)
+
+  const getIds = []
+  const step = Math.max(1, Math.floor(tasks / GET_ID_COUNT))
+  let nextPick = 1
+  let runCount = 0
+  let withRuns = 0
+
+  yield ["users", [BENCH_USER_ID, BENCH_USER_EMAIL, BENCH_USER_EMAIL, "Bench User", now, now]]
+  yield ["users", [OTHER_USER_ID, "other@example.com", "other@example.com", "Other User", now, now]]
+  yield [
+    "api_keys",
+    [BENCH_KEY_ID, BENCH_USER_ID, "bench", sha256Hex(generatedSecret), generatedSecret.slice(0, 12), BENCH_SCOPES, now]
+  ]
+  yield ["projects", [BENCH_PROJECT_ID, BENCH_USER_ID, "bench", "/tmp/taskwright-bench-project", now, now]]
+  let n = 0
+  for (const owner of [BENCH_USER_ID, OTHER_USER_ID]) {
+    for (const name of LABELS) {
+      const color = `#${sha256Hex(name).slice(0, 6)}`
+      yield ["labels", [`lbl_bench${String(n++).padStart(11, "0")}`, owner, name, name, color, now]]
+    }
+  }
+
+  for (let id = 1; id <= tasks; id++) {
+    // One task in ten belongs to another user: the list query has to filter on the owner.
+    const owner = id % 10 === 0 ? OTHER_USER_ID : BENCH_USER_ID
+    const projectId = owner === BENCH_USER_ID && rand() < 0.5 ? BENCH_PROJECT_ID : null
+    const title = `Task ${id}: ${words(rand, 3, 8)}`
+    const description = rand() < 0.2 ? "" : words(rand, 5, 40)
+    const status = weighted(rand, STATUSES)
+    const priority = weighted(rand, PRIORITIES)
+    const nLabels = Math.floor(rand() * 4)
+    const labels = []
+    for (let i = 0; i < nLabels; i++) {
+      const l = pick(rand, LABELS)
+      if (!labels.includes(l)) labels.push(l)
+    }
+    const createdMs = createdBase + id * 60_000
+    const updatedMs = createdMs + Math.floor(rand() * 3 * 86_400_000)
+    yield [
+      "tasks",
+      [
+        id,
+        owner,
+        projectId,
+        title,
+        description,
+        status,
+        priority,
+        JSON.stringify(labels),
+        stamp(createdMs),
+        stamp(updatedMs)
+      ]
+    ]
+    // About one task in eight has between one and three agent runs.
+    if (rand() < 0.125) {
+      withRuns++
+      const nRuns = 1 + Math.floor(rand() * 3)
+      for (let r = 0; r < nRuns; r++) {
+        const started = createdMs + (r + 1) * 3_600_000
+        const runStatus = pick(rand, RUN_STATUSES)
+        const output = JSON.stringify({
+          files_modified: Math.floor(rand() * 10),
+          lines_added: Math.floor(rand() * 500),
+          lines_removed: Math.floor(rand() * 200)
+        })
+        yield [
+          "runs",
+          [
+            `run_${base62(rand, 16)}`,
+            id,
+            owner,
+            pick(rand, AGENTS),
+            `taskwright/task-${id}`,
+            runStatus,
+            stamp(started),
+            stamp(started + 60_000 + Math.floor(rand() * 1_800_000)),
+            output
+          ]
+        ]
+        runCount++
+      }
+    }
+    if (owner === BENCH_USER_ID && id >= nextPick && getIds.length < GET_ID_COUNT) {
+      getIds.push(id)
+      nextPick = id + step
+    }
+  }
+  return { generatedSecret, getIds, runCount, withRuns }
+}
+
 /**
  * Seeds `<dataDir>/taskwright.db` from scratch. Returns what the runner needs.
  * `keySource`: "auto" (CLI-minted when the CLI exists, else generated), "cli" or "generated".
@@ -187,121 +311,35 @@ export const seed = ({ dataDir, tasks = 100_000, schemaSql, keySource = "auto", 
   db.pragma("temp_store = MEMORY")
   db.pragma("foreign_keys = OFF")
 
-  const rand = prng(`taskwright-bench-v${SEED_VERSION}`)
-  const keyRand = prng(`taskwright-bench-key-v${SEED_VERSION}`)
-  const generatedSecret = `twk_${base62(keyRand, 49)}`
-  const createdBase = Date.UTC(2025, 0, 1)
-  const stamp = (ms) => new Date(ms).toISOString()
-  const now = stamp(createdBase)
-
-  const insertUser = db.prepare(
-    `INSERT INTO users (id, email, email_lower, name, password_hash, is_admin, created_at, updated_at)
+  const insert = {
+    users: db.prepare(
+      `INSERT INTO users (id, email, email_lower, name, password_hash, is_admin, created_at, updated_at)
      VALUES (?, ?, ?, ?, NULL, 0, ?, ?)`
-  )
-  const insertKey = db.prepare(
-    `INSERT INTO api_keys (id, user_id, name, secret_hash, prefix, scopes, created_at, expires_at, revoked_at)
+    ),
+    api_keys: db.prepare(
+      `INSERT INTO api_keys (id, user_id, name, secret_hash, prefix, scopes, created_at, expires_at, revoked_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)`
-  )
-  const insertProject = db.prepare(
-    "INSERT INTO projects (id, owner_id, name, path, git_url, created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, ?)"
-  )
-  const insertLabel = db.prepare(
-    "INSERT INTO labels (id, owner_id, name, name_lower, color, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-  )
-  const insertTask = db.prepare(
-    `INSERT INTO tasks (id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at)
+    ),
+    projects: db.prepare(
+      "INSERT INTO projects (id, owner_id, name, path, git_url, created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, ?)"
+    ),
+    labels: db.prepare(
+      "INSERT INTO labels (id, owner_id, name, name_lower, color, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+    ),
+    tasks: db.prepare(
+      `INSERT INTO tasks (id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-  )
-  const insertRun = db.prepare(
-    `INSERT INTO runs (id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output)
+    ),
+    runs: db.prepare(
+      `INSERT INTO runs (id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output)
      VALUES (?, ?, ?, ?, 'workspace-write', ?, ?, ?, ?, ?)`
-  )
-
-  const getIds = []
-  const step = Math.max(1, Math.floor(tasks / GET_ID_COUNT))
-  let nextPick = 1
-  let runCount = 0
-  let withRuns = 0
-
-  db.transaction(() => {
-    insertUser.run(BENCH_USER_ID, BENCH_USER_EMAIL, BENCH_USER_EMAIL, "Bench User", now, now)
-    insertUser.run(OTHER_USER_ID, "other@example.com", "other@example.com", "Other User", now, now)
-    insertKey.run(
-      BENCH_KEY_ID,
-      BENCH_USER_ID,
-      "bench",
-      sha256Hex(generatedSecret),
-      generatedSecret.slice(0, 12),
-      BENCH_SCOPES,
-      now
     )
-    insertProject.run(BENCH_PROJECT_ID, BENCH_USER_ID, "bench", "/tmp/taskwright-bench-project", now, now)
-    let n = 0
-    for (const owner of [BENCH_USER_ID, OTHER_USER_ID]) {
-      for (const name of LABELS) {
-        const color = `#${sha256Hex(name).slice(0, 6)}`
-        insertLabel.run(`lbl_bench${String(n++).padStart(11, "0")}`, owner, name, name, color, now)
-      }
-    }
-
-    for (let id = 1; id <= tasks; id++) {
-      // One task in ten belongs to another user: the list query has to filter on the owner.
-      const owner = id % 10 === 0 ? OTHER_USER_ID : BENCH_USER_ID
-      const projectId = owner === BENCH_USER_ID && rand() < 0.5 ? BENCH_PROJECT_ID : null
-      const title = `Task ${id}: ${words(rand, 3, 8)}`
-      const description = rand() < 0.2 ? "" : words(rand, 5, 40)
-      const status = weighted(rand, STATUSES)
-      const priority = weighted(rand, PRIORITIES)
-      const nLabels = Math.floor(rand() * 4)
-      const labels = []
-      for (let i = 0; i < nLabels; i++) {
-        const l = pick(rand, LABELS)
-        if (!labels.includes(l)) labels.push(l)
-      }
-      const createdMs = createdBase + id * 60_000
-      const updatedMs = createdMs + Math.floor(rand() * 3 * 86_400_000)
-      insertTask.run(
-        id,
-        owner,
-        projectId,
-        title,
-        description,
-        status,
-        priority,
-        JSON.stringify(labels),
-        stamp(createdMs),
-        stamp(updatedMs)
-      )
-      // About one task in eight has between one and three agent runs.
-      if (rand() < 0.125) {
-        withRuns++
-        const nRuns = 1 + Math.floor(rand() * 3)
-        for (let r = 0; r < nRuns; r++) {
-          const started = createdMs + (r + 1) * 3_600_000
-          const runStatus = pick(rand, RUN_STATUSES)
-          const output = JSON.stringify({
-            files_modified: Math.floor(rand() * 10),
-            lines_added: Math.floor(rand() * 500),
-            lines_removed: Math.floor(rand() * 200)
-          })
-          insertRun.run(
-            `run_${base62(rand, 16)}`,
-            id,
-            owner,
-            pick(rand, AGENTS),
-            `taskwright/task-${id}`,
-            runStatus,
-            stamp(started),
-            stamp(started + 60_000 + Math.floor(rand() * 1_800_000)),
-            output
-          )
-          runCount++
-        }
-      }
-      if (owner === BENCH_USER_ID && id >= nextPick && getIds.length < GET_ID_COUNT) {
-        getIds.push(id)
-        nextPick = id + step
-      }
+  }
+  const { generatedSecret, getIds, runCount, withRuns } = db.transaction(() => {
+    const rows = generate(tasks)
+    for (let r = rows.next(); ; r = rows.next()) {
+      if (r.done) return r.value
+      insert[r.value[0]].run(r.value[1])
     }
   })()
 
@@ -327,7 +365,7 @@ export const seed = ({ dataDir, tasks = 100_000, schemaSql, keySource = "auto", 
     } else if (keySource === "cli") {
       throw new Error("BENCH_KEY_SOURCE=cli but `taskwright keys create` did not give a key")
     }
-  } else if (schema === "taskwright migrate") {
+  } else if (schema === "taskwright migrate" && keySource === "auto") {
     log(`warning: ${CLI} vanished after the migration (a rebuild?); the key is generated, not minted by Taskwright`)
   }
 

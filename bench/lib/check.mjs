@@ -9,7 +9,9 @@
  */
 import http from "node:http"
 import Database from "better-sqlite3"
+import pg from "pg"
 import { ENDPOINTS, LIST_PATH, POST_BODY } from "./loadgen.mjs"
+import { numberTypes } from "./pg.mjs"
 
 /** Expected bodies, computed once from the seed file. */
 export const makeOracle = (dbFile, userId, ids) => {
@@ -44,6 +46,57 @@ export const makeOracle = (dbFile, userId, ids) => {
     return { tasks, withRuns, list: { tasks: list, total, limit: 50, offset: 0 } }
   } finally {
     db.close()
+  }
+}
+
+/**
+ * Expected bodies, computed once from the seeded PostgreSQL database (its connection is closed
+ * before the answer: the database is then copied as a template). Ids and sums as JS numbers.
+ */
+export const makePgOracle = async (url, userId, ids) => {
+  const client = new pg.Client({ connectionString: url, types: numberTypes })
+  await client.connect()
+  try {
+    const tasks = new Map()
+    let withRuns = 0
+    const found = await client.query(
+      "SELECT id, title, description, status, priority, labels, project_id, created_at, updated_at FROM tasks WHERE id = ANY($1::bigint[])",
+      [ids]
+    )
+    const byId = new Map(found.rows.map((t) => [t.id, t]))
+    const runs = await client.query(
+      "SELECT task_id, id, agent, status, started_at, completed_at FROM runs WHERE task_id = ANY($1::bigint[]) ORDER BY task_id, started_at, id",
+      [ids]
+    )
+    const runsOf = new Map()
+    for (const { task_id, ...run } of runs.rows) {
+      if (!runsOf.has(task_id)) runsOf.set(task_id, [])
+      runsOf.get(task_id).push(run)
+    }
+    for (const id of ids) {
+      const t = byId.get(id)
+      if (t === undefined) throw new Error(`oracle: task ${id} is not in the seed`)
+      t.labels = JSON.parse(t.labels)
+      t.agent_runs = runsOf.get(id) ?? []
+      if (t.agent_runs.length > 0) withRuns++
+      tasks.set(id, t)
+    }
+    const list = (
+      await client.query(
+        "SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE owner_id = $1 AND status = 'todo' ORDER BY id DESC LIMIT 50 OFFSET 0",
+        [userId]
+      )
+    ).rows
+    for (const t of list) t.labels = JSON.parse(t.labels)
+    const { total } = (
+      await client.query(
+        "SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = $1 AND status = 'todo'",
+        [userId]
+      )
+    ).rows[0]
+    return { tasks, withRuns, list: { tasks: list, total, limit: 50, offset: 0 } }
+  } finally {
+    await client.end()
   }
 }
 

@@ -8,7 +8,7 @@ import { chmodSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { liveChildren } from "./proc.mjs"
+import { assertNotStopping, liveChildren } from "./proc.mjs"
 
 const HERE = dirname(fileURLToPath(import.meta.url))
 
@@ -136,6 +136,7 @@ const parseTimes = (text) => {
 
 const runWrapped = ({ argv, timeoutMs, pinCpu }) =>
   new Promise((resolve, reject) => {
+    assertNotStopping()
     const cmd = pinCpu === undefined ? argv : ["taskset", "-c", String(pinCpu), ...argv]
     const child = spawn("bash", ["-c", '"$@"; rc=$?; times; exit $rc', "bash", ...cmd], {
       stdio: ["ignore", "pipe", "pipe"],

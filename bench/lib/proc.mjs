@@ -58,12 +58,19 @@ const probe = (port, path) =>
 
 /** Every child the runner started and has not yet seen exit, for the emergency stop. */
 export const liveChildren = new Set()
+let stopping = false
+
+/** Throws once `killAll` ran: an interrupted runner starts nothing more. */
+export const assertNotStopping = () => {
+  if (stopping) throw new Error("the bench is stopping")
+}
 
 /**
  * Starts a server (its own process group) with stdout/stderr to `logFile`, and waits for the
  * first 200 from GET /api/health. Answers { child, pid, startupMs } or throws after `timeoutMs`.
  */
 export const startServer = async ({ command, args, env, cwd, logFile, port, timeoutMs = 30_000 }) => {
+  assertNotStopping()
   const fd = openSync(logFile, "a")
   const t0 = performance.now()
   const child = spawn(command, args, { cwd, env, stdio: ["ignore", fd, fd], detached: true })
@@ -132,8 +139,9 @@ export const stopServer = async ({ child, exited }, graceMs = 10_000) => {
   return { code: exit.code, signal: exit.signal, stopMs, killed, leftovers, clean }
 }
 
-/** Kills every child still running (runner interrupted). */
+/** Kills every child still running (runner interrupted), and refuses to start any more. */
 export const killAll = () => {
+  stopping = true
   for (const child of liveChildren) {
     try {
       process.kill(-child.pid, "SIGKILL")

@@ -50,6 +50,9 @@ export const summarise = (measurements, serverKeys, { phase, tasks, endpoints })
           round: m.round,
           ...m.result,
           cpuUsPerReq: m.result.serverCpuS === null ? null : (m.result.serverCpuS * 1e6) / m.result.requests,
+          ...("dbCpuS" in m.result
+            ? { dbCpuUsPerReq: m.result.dbCpuS === null ? null : (m.result.dbCpuS * 1e6) / m.result.requests }
+            : {}),
           vsFastify: ratio(m.result.rps, peer?.result.rps),
           vsFloor: ratio(m.result.rps, floor?.result.rps),
           p99VsFastify: ratio(m.result.p99Ms, peer?.result.p99Ms),
@@ -65,6 +68,12 @@ export const summarise = (measurements, serverKeys, { phase, tasks, endpoints })
         requests: sum(perRound.map((r) => r.requests)),
         serverCpuS: mean(perRound.map((r) => r.serverCpuS)),
         cpuUsPerReq: mean(perRound.map((r) => r.cpuUsPerReq)),
+        ...("dbCpuS" in perRound[0]
+          ? {
+              dbCpuS: mean(perRound.map((r) => r.dbCpuS)),
+              dbCpuUsPerReq: mean(perRound.map((r) => r.dbCpuUsPerReq))
+            }
+          : {}),
         loadgenCpuS: mean(perRound.map((r) => r.loadgenCpuS)),
         rssMiB: mean(perRound.map((r) => r.rssMiB))
       }
@@ -85,7 +94,7 @@ export const summarise = (measurements, serverKeys, { phase, tasks, endpoints })
   return out
 }
 
-const throughputRow = (name, round, r, flag) => [
+const throughputRow = (name, round, r, flag, db) => [
   name,
   round,
   `${fmt.int(r.rps)}${flag}`,
@@ -94,6 +103,7 @@ const throughputRow = (name, round, r, flag) => [
   `${fmt.int(r.non2xx)}${r.socketErrors ? ` (+${r.socketErrors} sock)` : ""}`,
   fmt.s(r.serverCpuS),
   fmt.us(r.cpuUsPerReq),
+  ...(db ? [fmt.s(r.dbCpuS), fmt.us(r.dbCpuUsPerReq)] : []),
   fmt.s(r.loadgenCpuS),
   fmt.mib(r.rssMiB),
   fmt.ratio(r.vsFastify),
@@ -115,17 +125,23 @@ const HEADER = [
   "vs floor"
 ]
 
-/** Markdown for one summarised phase: a table per endpoint. `flags[server]` marks failed checks. */
-export const throughputTables = (summary, names, flags = {}) => {
+/** With `db` (PostgreSQL), the database backends' CPU follows the server's. */
+const header = (db) => (db ? [...HEADER.slice(0, 8), "DB CPU s", "DB CPU µs/req", ...HEADER.slice(8)] : HEADER)
+
+/**
+ * Markdown for one summarised phase: a table per endpoint. `flags[server]` marks failed checks;
+ * `db` adds the database's CPU columns.
+ */
+export const throughputTables = (summary, names, flags = {}, { db = false } = {}) => {
   const parts = []
   for (const [, e] of Object.entries(summary)) {
     const rows = []
     for (const [server, s] of Object.entries(e.servers)) {
       const flag = flags[server] ? " ⚠" : ""
-      for (const r of s.rounds) rows.push(throughputRow(names[server], String(r.round), r, flag))
-      rows.push(throughputRow(`**${names[server]}**`, "**mean**", s.mean, flag))
+      for (const r of s.rounds) rows.push(throughputRow(names[server], String(r.round), r, flag, db))
+      rows.push(throughputRow(`**${names[server]}**`, "**mean**", s.mean, flag, db))
     }
-    parts.push(`### ${e.label}\n\n${table(HEADER, rows)}`)
+    parts.push(`### ${e.label}\n\n${table(header(db), rows)}`)
   }
   return parts.join("\n\n")
 }
@@ -155,7 +171,7 @@ const describeStop = (s) =>
     .join(", ")
 
 /** The large-table run: list at 1 connection, growth from the small to the large seed. */
-export const largeTable = (small, large, names, sizes, flags = {}) => {
+export const largeTable = (small, large, names, sizes, flags = {}, { db = false } = {}) => {
   const rows = []
   const servers = new Set([...Object.keys(small.servers), ...Object.keys(large.servers)])
   for (const server of servers) {
@@ -173,6 +189,7 @@ export const largeTable = (small, large, names, sizes, flags = {}) => {
         fmt.ms(s.mean.p99Ms),
         fmt.int(s.mean.non2xx),
         fmt.us(s.mean.cpuUsPerReq),
+        ...(db ? [fmt.us(s.mean.dbCpuUsPerReq)] : []),
         fmt.ratio(s.mean.p99VsFastify),
         fmt.ratio(s.mean.p99VsFloor)
       ])
@@ -189,6 +206,7 @@ export const largeTable = (small, large, names, sizes, flags = {}) => {
         fmt.ratio(b.p99Ms / a.p99Ms),
         "",
         fmt.ratio(b.cpuUsPerReq / a.cpuUsPerReq),
+        ...(db ? [fmt.ratio(b.dbCpuUsPerReq / a.dbCpuUsPerReq)] : []),
         "",
         ""
       ])
@@ -204,6 +222,7 @@ export const largeTable = (small, large, names, sizes, flags = {}) => {
       "p99 ms",
       "non-2xx",
       "CPU µs/req",
+      ...(db ? ["DB CPU µs/req"] : []),
       "p99 vs Fastify",
       "p99 vs floor"
     ],
