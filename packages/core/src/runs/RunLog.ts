@@ -74,6 +74,7 @@ export const makeRunLog = (options: RunLogOptions) =>
     let closed = false
     let wake: (() => void) | null = null
     let failures = 0
+    let failuresSinceClose = 0
     const highWater = options.highWater ?? 50_000
     let pressed = false
     const relieve = (): void => {
@@ -122,6 +123,7 @@ export const makeRunLog = (options: RunLogOptions) =>
             Effect.suspend(() => {
               pending = batch.concat(pending)
               failures += 1
+              if (closed) failuresSinceClose += 1
               if (failures === 1)
                 process.stderr.write(`[taskwright] storing run log entries failed, retrying: ${error.message}\n`)
               return Effect.sleep(Math.min(5_000, 100 * 2 ** Math.min(failures, 6)))
@@ -135,7 +137,7 @@ export const makeRunLog = (options: RunLogOptions) =>
     /** Everything buffered, stored. Once closed, a store that keeps failing is given up on. */
     const drain: Effect.Effect<void> = Effect.suspend(() => {
       if (pending.length === 0) return Effect.void
-      if (closed && failures >= MAX_FAILURES_AFTER_CLOSE) {
+      if (closed && failuresSinceClose >= MAX_FAILURES_AFTER_CLOSE) {
         process.stderr.write(`[taskwright] dropping ${pending.length} run log entries: the store keeps failing\n`)
         pending = []
         return Effect.void
