@@ -28,7 +28,7 @@ import { fn } from "../domain/Traced.js"
 import { ProjectsRepo } from "../projects/ProjectsRepo.js"
 import type { StoreError } from "../store/Store.js"
 import { Tasks } from "../tasks/Tasks.js"
-import type { TaskRow } from "../tasks/TasksRepo.js"
+import { type TaskRow, TasksRepo } from "../tasks/TasksRepo.js"
 import { type AgentExit, type AgentHandle, buildAgentEnv, DEFAULT_GRACE_MS, spawnAgent } from "./AgentProcess.js"
 import {
   commitAll,
@@ -228,6 +228,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
   scoped: Effect.gen(function* () {
     const repo = yield* RunsRepo
     const tasks = yield* Tasks
+    const tasksRepo = yield* TasksRepo
     const projects = yield* ProjectsRepo
     const agents = yield* Agents
     const config = yield* TaskwrightConfig
@@ -463,7 +464,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           details: { reason: "not_a_git_repository", path: project.path }
         })
       }
-      if (busyTasks.has(task.id) || (yield* repo.taskBusy(task.id))) return yield* taskBusy(task.id)
+      if (busyTasks.has(task.id) || (yield* tasksRepo.hasRunningRun(task.id))) return yield* taskBusy(task.id)
 
       const id = newRunId()
       const entry: ActiveRun = {

@@ -53,10 +53,6 @@ const q = {
     "runs.latestForTask",
     `SELECT ${runColumns} FROM runs WHERE task_id = ? ORDER BY started_at DESC, id DESC LIMIT 1`
   ),
-  taskBusy: statement<{ one: number }>(
-    "runs.taskBusy",
-    "SELECT 1 AS one FROM runs WHERE task_id = ? AND status = 'running' LIMIT 1"
-  ),
   insert: statement(
     "runs.insert",
     `INSERT INTO runs (${runColumns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -120,7 +116,6 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("@taskwright/core/RunsR
       running: Effect.map(store.all(q.running), (rows) => rows.map(toRunRow)),
       latestForTask: (taskId: TaskId) =>
         Effect.map(store.get(q.latestForTask, [taskId]), (row) => (row === undefined ? row : toRunRow(row))),
-      taskBusy: (taskId: TaskId) => Effect.map(store.get(q.taskBusy, [taskId]), (row) => row !== undefined),
       insert: (row: RunRow) =>
         store.run(q.insert, [
           row.id,
