@@ -49,6 +49,8 @@ export interface TestServer {
   readonly store: TestStore
   readonly url: string
   readonly dataDir: string
+  /** The store's `DATABASE_URL` (`:memory:` for the in-memory store, none for a SQLite file). */
+  readonly databaseUrl: string | undefined
   /** The bootstrap admin key of this server. */
   readonly adminKey: string
   readonly server: RunningServer
@@ -118,6 +120,7 @@ export const startTestServer = async (
     store,
     url: server.url,
     dataDir,
+    databaseUrl,
     adminKey,
     server,
     request,

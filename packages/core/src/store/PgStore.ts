@@ -10,7 +10,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Context, Effect, Exit, FiberRef, Layer, Option } from "effect"
 import pg from "pg"
 import { toStoreError } from "./errors.js"
-import { type SqlParam, type Statement, type Store, StoreError, StoreTag } from "./Store.js"
+import { type SqlParam, type Statement, type Store, StoreError, StoreTag, statement } from "./Store.js"
 
 export interface PgStoreConfig {
   readonly url: string
@@ -28,7 +28,64 @@ const types = {
       : pg.types.getTypeParser(oid, format ?? "text")) as pg.CustomTypesConfig["getTypeParser"]
 }
 
-export const makeStore = (pool: pg.Pool): Store => {
+const CHANNEL = "taskwright_changes"
+
+interface ChangeListener {
+  readonly epoch: () => number
+  readonly close: () => Promise<void>
+}
+
+/**
+ * A dedicated connection that LISTENs for other processes' change announcements. While it is not
+ * listening (not yet connected, or lost and reconnecting), `epoch()` moves on every call, so
+ * caches that rely on it are bypassed instead of trusted.
+ */
+const listenForChanges = (url: string): ChangeListener => {
+  let counter = 0
+  let live = false
+  let closed = false
+  let client: pg.Client | undefined
+  let retry: ReturnType<typeof setTimeout> | undefined
+  const reconnectSoon = () => {
+    live = false
+    if (closed || retry !== undefined) return
+    retry = setTimeout(() => {
+      retry = undefined
+      client?.end().catch(() => {})
+      connect()
+    }, 1_000)
+    retry.unref()
+  }
+  const connect = () => {
+    const c = new pg.Client({ connectionString: url })
+    client = c
+    c.on("notification", () => {
+      counter++
+    })
+    c.on("error", reconnectSoon)
+    c.on("end", reconnectSoon)
+    c.connect()
+      .then(() => c.query(`LISTEN ${CHANNEL}`))
+      .then(() => {
+        counter++
+        live = !closed
+      }, reconnectSoon)
+  }
+  connect()
+  return {
+    epoch: () => (live ? counter : ++counter),
+    close: async () => {
+      closed = true
+      live = false
+      if (retry !== undefined) clearTimeout(retry)
+      await client?.end().catch(() => {})
+    }
+  }
+}
+
+const announce = statement("changes.announce", `SELECT pg_notify('${CHANNEL}', '') AS sent`)
+
+export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisabled): Store => {
   const query = <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam>) =>
     Effect.withFiberRuntime<pg.QueryResult, StoreError>((fiber) => {
       const client: pg.Pool | pg.PoolClient = Option.getOrElse(fiber.getFiberRef(TransactionClient), () => pool)
@@ -73,9 +130,14 @@ export const makeStore = (pool: pg.Pool): Store => {
     get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       Effect.map(query(stmt, params), (r) => r.rows[0] as Row | undefined),
     run: (stmt, params = []) => Effect.map(query(stmt, params), (r) => r.rowCount ?? 0),
-    transaction
+    transaction,
+    changes: { epoch: changes.epoch, announce: Effect.asVoid(query(announce, [])) }
   }
 }
+
+// Without a listener every call is a new epoch: nothing is ever served from a cache.
+let disabledEpoch = 0
+const listenerDisabled: ChangeListener = { epoch: () => ++disabledEpoch, close: () => Promise.resolve() }
 
 /** The PostgreSQL store and an `@effect/sql` client on the same pool; the pool ends with the layer's scope. */
 export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.SqlClient, StoreError> =>
@@ -100,6 +162,10 @@ export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.S
       const sqlLayer = PgClient.layerFromPool({ acquire: Effect.succeed(pool) }).pipe(
         Layer.mapError((cause: SqlError) => new StoreError({ kind: "unavailable", message: cause.message, cause }))
       )
-      return Layer.merge(Layer.succeedContext(Context.make(StoreTag, makeStore(pool))), sqlLayer)
+      const changes = yield* Effect.acquireRelease(
+        Effect.sync(() => listenForChanges(config.url)),
+        (listener) => Effect.promise(() => listener.close())
+      )
+      return Layer.merge(Layer.succeedContext(Context.make(StoreTag, makeStore(pool, changes))), sqlLayer)
     })
   )

@@ -93,8 +93,23 @@ export const makeStore = (db: Database.Database): Store => {
       )
     })
 
+  // Another process's commit bumps `data_version`. Reading it costs about as much as a small query,
+  // so it is read at most once a millisecond: a write made elsewhere is seen within 1 ms.
+  const dataVersion = db.prepare("PRAGMA data_version").pluck()
+  let version = Number(dataVersion.get())
+  let versionReadAt = 0
+  const epoch = () => {
+    const now = performance.now()
+    if (now - versionReadAt >= 1) {
+      versionReadAt = now
+      version = Number(dataVersion.get())
+    }
+    return version
+  }
+
   return {
     dialect: "sqlite",
+    changes: { epoch, announce: Effect.void },
     all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       exec(() => prepare(stmt).all(...params) as ReadonlyArray<Row>),
     get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>

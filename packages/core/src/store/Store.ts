@@ -58,6 +58,17 @@ export interface Store {
   readonly run: (stmt: Statement<unknown>, params?: ReadonlyArray<SqlParam>) => Effect.Effect<number, StoreError>
   /** Runs `self` in one transaction (nested calls join the outer one). */
   readonly transaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreError, R>
+  /**
+   * Lets in-memory caches notice writes made by other processes (another server on the same
+   * PostgreSQL, or the CLI on the same SQLite file). `epoch()` moves whenever another process may
+   * have changed cached data: on SQLite it is the file's `data_version`, on PostgreSQL a counter
+   * of `NOTIFY taskwright_changes` messages (and it moves on every call while that listener is
+   * down, so caches are bypassed rather than trusted). `announce` tells the other processes.
+   */
+  readonly changes: {
+    readonly epoch: () => number
+    readonly announce: Effect.Effect<void, StoreError>
+  }
 }
 
 /** The store the services use, SQLite or PostgreSQL, chosen by configuration. */

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import type { ApiKeyId, UserId } from "../domain/Ids.js"
-import { StoreTag, statement } from "../store/Store.js"
+import { type StoreError, StoreTag, statement } from "../store/Store.js"
 
 export interface UserRow {
   readonly id: UserId
@@ -100,9 +100,49 @@ const q = {
   )
 }
 
+/** Keys remembered at most; past this a cache miss is simply not remembered. */
+const CREDENTIAL_CACHE_SIZE = 10_000
+
 export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/UsersRepo", {
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
+
+    // Every request authenticates, so a key's credential row is remembered by its hash. A change to
+    // any key here clears the cache and is announced to other processes, whose store epoch then
+    // moves; a lookup that raced with a change is not remembered (the generation check).
+    const credentials = new Map<string, KeyCredentialRow>()
+    let generation = 0
+    let seenEpoch = store.changes.epoch()
+    const forgetCredentials = () => {
+      credentials.clear()
+      generation++
+    }
+    const credentialByHash = (hash: string): Effect.Effect<KeyCredentialRow | undefined, StoreError> =>
+      Effect.suspend(() => {
+        const epoch = store.changes.epoch()
+        if (epoch !== seenEpoch) {
+          seenEpoch = epoch
+          forgetCredentials()
+        }
+        const cached = credentials.get(hash)
+        if (cached !== undefined) return Effect.succeed(cached)
+        const before = generation
+        return Effect.map(store.get(q.credential, [hash]), (row) => {
+          if (row !== undefined && before === generation && credentials.size < CREDENTIAL_CACHE_SIZE) {
+            credentials.set(hash, row)
+          }
+          return row
+        })
+      })
+    /** Runs a change to keys, then drops every remembered credential here and in other processes. */
+    const changingKeys = <A>(change: Effect.Effect<A, StoreError>) =>
+      change.pipe(
+        Effect.tap(() => {
+          forgetCredentials()
+          return store.changes.announce
+        })
+      )
+
     return {
       transaction: store.transaction,
       insertUser: (row: UserRow) =>
@@ -137,15 +177,16 @@ export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/Use
           store.all(q.keysOfUserPage, [userId, limit, offset]),
           Effect.map(store.get(q.countKeysOfUser, [userId]), (r) => Number(r?.total ?? 0))
         ),
-      credentialByHash: (hash: string) => store.get(q.credential, [hash]),
+      credentialByHash,
       usageTotals: (id: string) => store.get(q.usageTotals, [id]),
       usageDays: (id: string, since: string) => store.all(q.usageDays, [id, since]),
       /** Adds a batch of requests to a key's totals; the last use moves only forward. */
       addUsage: (id: string, requests: number, lastUsedAt: string, lastUsedIp: string) =>
         store.run(q.addUsage, [requests, lastUsedAt, lastUsedIp, lastUsedAt, lastUsedAt, id]),
       addUsageDay: (id: string, day: string, requests: number) => store.run(q.addUsageDay, [id, day, requests, id]),
-      revokeKey: (id: string, at: string) => store.run(q.revoke, [at, id]),
-      replaceSecret: (id: string, hash: string, prefix: string) => store.run(q.replaceSecret, [hash, prefix, id])
+      revokeKey: (id: string, at: string) => changingKeys(store.run(q.revoke, [at, id])),
+      replaceSecret: (id: string, hash: string, prefix: string) =>
+        changingKeys(store.run(q.replaceSecret, [hash, prefix, id]))
     }
   })
 }) {}

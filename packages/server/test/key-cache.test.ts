@@ -1,0 +1,64 @@
+/**
+ * Authenticated keys are remembered in memory; a revocation must still bite on the next request,
+ * whether it comes through the API or from another process (the CLI on the same store).
+ */
+import { execFile } from "node:child_process"
+import { join } from "node:path"
+import { promisify } from "node:util"
+import { startTestServer, type TestServer, type TestStore } from "@taskwright/testing"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const run = promisify(execFile)
+const cli = join(__dirname, "..", "..", "cli", "dist", "main.js")
+
+describe.each<TestStore>(["sqlite-file", "postgres"])("the key cache on %s", (store) => {
+  let s: TestServer
+  beforeAll(async () => {
+    s = await startTestServer({ store })
+  })
+  afterAll(async () => {
+    await s.close()
+  })
+
+  const keyOf = async () => {
+    const user = await s.createUser({ scopes: ["tasks:read"] })
+    const rows = await s.query<{ id: string }>("SELECT id FROM api_keys WHERE user_id = ?", [user.id])
+    return { secret: user.key, id: rows[0]?.id ?? "" }
+  }
+  const status = async (secret: string) => (await s.request("GET", "/api/tasks", { key: secret })).status
+
+  it("refuses a key revoked through the API on the very next request", async () => {
+    const key = await keyOf()
+    expect(await status(key.secret)).toBe(200)
+    expect(await status(key.secret)).toBe(200)
+    const revoked = await s.request("DELETE", `/api/keys/${key.id}`, { key: s.adminKey })
+    expect(revoked.status).toBe(200)
+    expect(await status(key.secret)).toBe(401)
+  })
+
+  it("refuses a key rotated through the API at once, and takes the new secret", async () => {
+    const key = await keyOf()
+    expect(await status(key.secret)).toBe(200)
+    const rotated = await s.request<{ secret: string }>("POST", `/api/keys/${key.id}/rotate`, { key: s.adminKey })
+    expect(rotated.status).toBe(200)
+    expect(await status(key.secret)).toBe(401)
+    expect(await status(rotated.body.secret)).toBe(200)
+  })
+
+  it("refuses a key revoked by the CLI in another process", async () => {
+    const key = await keyOf()
+    expect(await status(key.secret)).toBe(200)
+    expect(await status(key.secret)).toBe(200)
+    const env = { ...process.env, DATABASE_URL: store === "postgres" ? s.databaseUrl : "" }
+    await run("node", [cli, "keys", "revoke", key.id, "--data-dir", s.dataDir], { env })
+    // SQLite: the file's data_version is read at most once a millisecond; PostgreSQL: the
+    // announcement arrives as a NOTIFY a moment after the CLI's commit.
+    let answer = await status(key.secret)
+    if (store !== "postgres") expect(answer).toBe(401)
+    for (let i = 0; i < 50 && answer !== 401; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10))
+      answer = await status(key.secret)
+    }
+    expect(answer).toBe(401)
+  })
+})
