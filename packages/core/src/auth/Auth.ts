@@ -9,10 +9,10 @@
 import { Effect, Schema } from "effect"
 import { Unauthorized } from "../domain/Errors.js"
 import type { StoreError } from "../store/Store.js"
-import { UsersRepo } from "../users/UsersRepo.js"
+import { type KeyCredentialRow, UsersRepo } from "../users/UsersRepo.js"
 import { AccessTokens } from "./AccessTokens.js"
 import type { Actor } from "./Actor.js"
-import { parseScopes } from "./Scopes.js"
+import { parseScopes, type Scope } from "./Scopes.js"
 import { digestsEqual, hashSecret, isWellFormedApiKey } from "./Secrets.js"
 import { Sessions, sessionTokenFromCookie } from "./Sessions.js"
 
@@ -45,6 +45,20 @@ export interface RequestCredentials {
   readonly cookie: string | undefined
 }
 
+// Credential rows come from a cache, so the same row object recurs: its scopes are parsed once.
+const parsedScopes = new WeakMap<KeyCredentialRow, ReadonlySet<Scope>>()
+const keyScopes = (row: KeyCredentialRow): ReadonlySet<Scope> => {
+  let scopes = parsedScopes.get(row)
+  if (scopes === undefined) {
+    const parsed = parseScopes(row.scopes)
+    // A key keeps admin power only while its user is an admin.
+    if (!row.is_admin) parsed.delete("admin")
+    scopes = parsed
+    parsedScopes.set(row, scopes)
+  }
+  return scopes
+}
+
 export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
   effect: Effect.gen(function* () {
     const users = yield* UsersRepo
@@ -59,12 +73,9 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
           return Effect.fail(invalid)
         }
         if (row.expires_at !== null && row.expires_at <= new Date().toISOString()) return Effect.fail(invalid)
-        const scopes = parseScopes(row.scopes)
-        // A key keeps admin power only while its user is an admin.
-        if (!row.is_admin) scopes.delete("admin")
         return Effect.succeed({
           userId: row.user_id,
-          scopes,
+          scopes: keyScopes(row),
           credential: { kind: "api_key", id: row.id, expiresAt: row.expires_at, keyId: row.id }
         })
       })
