@@ -118,16 +118,14 @@ class Exchange implements RequestContext {
   }
 }
 
-// The budget's state rides on the response until it is written: headers are then sent in one
-// flat array, which Node writes without the per-header bookkeeping of setHeader.
-const RATE = Symbol("taskwright.rate")
-interface RatedResponse extends ServerResponse {
-  [RATE]?: RateState
-}
+// The budget's state waits beside the response until it is written: headers are then sent in
+// one flat array, which Node writes without the per-header bookkeeping of setHeader. (A WeakMap
+// rather than a property, so Node's response objects keep the shape its own code is tuned for.)
+const rates = new WeakMap<ServerResponse, RateState>()
 
 /** `X-RateLimit-*` on every gated answer, `Retry-After` when the budget is spent. */
 const setRateHeaders = (res: ServerResponse, rate: RateState) => {
-  ;(res as RatedResponse)[RATE] = rate
+  rates.set(res, rate)
 }
 
 const JSON_TYPE = "application/json; charset=utf-8"
@@ -270,7 +268,7 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
       "content-length",
       String(Buffer.byteLength(body))
     ]
-    const rate = (res as RatedResponse)[RATE]
+    const rate = rates.get(res)
     if (rate !== undefined) {
       headers.push(
         "x-ratelimit-limit",

@@ -3,7 +3,7 @@
  * Shapes follow DECISIONS.md: `proj_` + 16 base62 characters, tasks are store-assigned integers.
  */
 import { randomBytes } from "node:crypto"
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -47,12 +47,20 @@ export const TaskId = Schema.Int.pipe(
 )
 export type TaskId = typeof TaskId.Type
 
-/** A task id as it arrives in a path segment: digits only, so `/api/tasks/1e3` or `/api/tasks/0x1` is a 400. */
-export const TaskIdFromString = Schema.String.pipe(
-  Schema.pattern(/^[1-9][0-9]{0,15}$/, { message: () => "must be a positive integer" }),
-  Schema.compose(Schema.NumberFromString),
-  Schema.compose(TaskId)
-)
+/**
+ * A task id as it arrives in a path segment: digits only, so `/api/tasks/1e3` or `/api/tasks/0x1`
+ * is a 400. One transformation with the checks inside, because it is decoded on every task request.
+ */
+export const TaskIdFromString = Schema.transformOrFail(Schema.String, Schema.Number.pipe(Schema.brand("TaskId")), {
+  strict: true,
+  decode: (s, _, ast) => {
+    const n = /^[1-9][0-9]{0,15}$/.test(s) ? Number(s) : Number.NaN
+    return n <= Number.MAX_SAFE_INTEGER
+      ? ParseResult.succeed(n)
+      : ParseResult.fail(new ParseResult.Type(ast, s, "must be a positive integer"))
+  },
+  encode: (n) => ParseResult.succeed(String(n))
+})
 
 export const newProjectId = (): ProjectId => ProjectId.make(`proj_${randomBase62(16)}`)
 export const newRunId = (): RunId => RunId.make(`run_${randomBase62(16)}`)
