@@ -4,7 +4,7 @@
 import { createServer } from "node:http"
 import { HttpApiBuilder } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { CoreLive, settingsFromEnv, TaskwrightConfig } from "@taskwright/core"
+import { coreLayer, settingsFromEnv } from "@taskwright/core"
 import { TaskwrightHttpApiLive } from "@taskwright/server"
 import { Layer } from "effect"
 
@@ -12,7 +12,7 @@ const settings = settingsFromEnv(process.env, { databaseUrl: process.env.DATABAS
 
 const ServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(TaskwrightHttpApiLive),
-  Layer.provide(CoreLive.pipe(Layer.provideMerge(TaskwrightConfig.layer(settings)))),
+  Layer.provide(coreLayer(settings)),
   Layer.provide(NodeHttpServer.layer(createServer, { port: 3001, host: "127.0.0.1" }))
 )
 

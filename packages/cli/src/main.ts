@@ -7,7 +7,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import {
   allScopes,
-  CoreLive,
+  coreLayer,
   migrate,
   type Scope,
   StoreUnmigrated,
@@ -37,7 +37,7 @@ const settingsOf = (o: { readonly dataDir: Option.Option<string>; readonly datab
   })
 
 const withCore = <A, E>(settings: TaskwrightSettings, effect: Effect.Effect<A, E, Users>) =>
-  effect.pipe(Effect.provide(CoreLive.pipe(Layer.provide(TaskwrightConfig.layer(settings)))))
+  effect.pipe(Effect.provide(coreLayer(settings)))
 
 const print = (asJson: boolean, value: unknown, text: string) =>
   Console.log(asJson ? JSON.stringify(value, null, 2) : text)

@@ -10,7 +10,7 @@ import { Auth } from "./auth/Auth.js"
 import { AuthRepo } from "./auth/AuthRepo.js"
 import { Gate } from "./auth/Gate.js"
 import { Sessions } from "./auth/Sessions.js"
-import { TaskwrightConfig } from "./Config.js"
+import { TaskwrightConfig, type TaskwrightSettings } from "./Config.js"
 import { Labels } from "./labels/Labels.js"
 import { LabelsRepo } from "./labels/LabelsRepo.js"
 import { Projects } from "./projects/Projects.js"
@@ -76,6 +76,10 @@ const Services = RunServices.pipe(
 
 /** Every core service over the configured store. */
 export const CoreLive = Services.pipe(Layer.provideMerge(StoreLive))
+
+/** The whole engine for one set of settings, the settings included: what a host runs. */
+export const coreLayer = (settings: TaskwrightSettings) =>
+  CoreLive.pipe(Layer.provideMerge(TaskwrightConfig.layer(settings)))
 
 /** Everything {@link CoreLive} provides. */
 export type CoreServices = Layer.Layer.Success<typeof CoreLive>

@@ -9,13 +9,13 @@ import type { AddressInfo } from "node:net"
 import { OpenApi } from "@effect/platform"
 import { TaskwrightApi } from "@taskwright/api"
 import {
-  CoreLive,
   type CoreServices,
+  coreLayer,
   ensureAdmin,
   Runs,
   StoreTag,
   statement,
-  TaskwrightConfig,
+  type TaskwrightConfig,
   type TaskwrightSettings
 } from "@taskwright/core"
 import { Cause, Effect, Layer, ManagedRuntime, type Option } from "effect"
@@ -65,13 +65,7 @@ const docsPage = `<!doctype html>
 
 /** The runtime every request runs on: core services, the chosen store, tracing off unless asked. */
 export const makeRuntime = (settings: TaskwrightSettings, options: { readonly tracing?: boolean } = {}) =>
-  ManagedRuntime.make(
-    CoreLive.pipe(
-      Layer.provide(TaskwrightConfig.layer(settings)),
-      Layer.merge(TaskwrightConfig.layer(settings)),
-      Layer.merge(Layer.setTracerEnabled(options.tracing === true))
-    )
-  )
+  ManagedRuntime.make(Layer.merge(coreLayer(settings), Layer.setTracerEnabled(options.tracing === true)))
 
 export const serve = async (settings: TaskwrightSettings, options: ServeOptions): Promise<RunningServer> => {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))

@@ -1,11 +1,11 @@
 /** The Effect-native face serves the same handlers: checked in process through its web handler. */
-import { CoreLive, settingsFromEnv, TaskwrightConfig, Users } from "@taskwright/core"
+import { coreLayer, settingsFromEnv, Users } from "@taskwright/core"
 import { makeEffectWebHandler } from "@taskwright/server"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 describe("Effect-native face (HttpApiBuilder)", () => {
-  const core = CoreLive.pipe(Layer.provide(TaskwrightConfig.layer(settingsFromEnv({}, { databaseUrl: ":memory:" }))))
+  const core = coreLayer(settingsFromEnv({}, { databaseUrl: ":memory:" }))
   const runtime = ManagedRuntime.make(core)
   let web: ReturnType<typeof makeEffectWebHandler>
   let key: string

@@ -4,7 +4,7 @@
  * leaving runs, reviews and tasks as they were. Also: the Effect-native face serves these groups.
  */
 import { rm } from "node:fs/promises"
-import { CoreLive, settingsFromEnv, TaskwrightConfig, Users } from "@taskwright/core"
+import { coreLayer, settingsFromEnv, Users } from "@taskwright/core"
 import { makeEffectWebHandler } from "@taskwright/server"
 import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -166,7 +166,7 @@ describe.each(testStores())("bad input to runs, reviews and agents on %s", (stor
 })
 
 describe("the Effect-native face serves runs, reviews and agents", () => {
-  const core = CoreLive.pipe(Layer.provide(TaskwrightConfig.layer(settingsFromEnv({}, { databaseUrl: ":memory:" }))))
+  const core = coreLayer(settingsFromEnv({}, { databaseUrl: ":memory:" }))
   const runtime = ManagedRuntime.make(core)
   let web: ReturnType<typeof makeEffectWebHandler>
   let admin: string
