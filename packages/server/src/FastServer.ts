@@ -17,6 +17,7 @@ import {
 } from "@taskwright/api"
 import {
   type Actor,
+  type Admission,
   type Auth,
   BadRequest,
   clientAddress,
@@ -343,52 +344,53 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     pathname: string
   ) => {
     const exchange = new Exchange(req, res, pathname, trustedHops)
-    const program: Effect.Effect<unknown, unknown, HandlerServices | Gate> = Effect.flatMap(
-      gate.admit(exchange, route.mode),
-      (admission) => {
-        setRateHeaders(res, admission.rate)
-        if (admission.refusal !== undefined) return Effect.fail(admission.refusal)
-        const actor = admission.actor
-        if (route.mode !== "optional" && actor === undefined) return Effect.fail(unauthenticated)
-        if (
-          actor !== undefined &&
-          route.requirement !== "authenticated" &&
-          route.requirement !== "public" &&
-          !hasScope(actor, route.requirement)
-        ) {
-          return Effect.fail(
-            new Forbidden({
-              message: `this credential lacks the ${route.requirement} scope`,
-              details: { required_scope: route.requirement }
-            })
-          )
-        }
-        let path: unknown
-        if (route.decodePath !== undefined) {
-          const r = route.decodePath(params)
-          if (Either.isLeft(r)) return Effect.fail(invalid(r.left, "path"))
-          path = r.right
-        }
-        let urlParams: unknown
-        if (route.decodeQuery !== undefined) {
-          const r = route.decodeQuery(parseQuery(query))
-          if (Either.isLeft(r)) return Effect.fail(invalid(r.left, "query"))
-          urlParams = r.right
-        }
-        let payload: unknown
-        if (route.decodePayload !== undefined) {
-          if (body === undefined)
-            return Effect.fail(new BadRequest({ message: "a JSON body is required", details: {} }))
-          if (!body.ok) return Effect.fail(body.error)
-          const r = route.decodePayload(body.value)
-          if (Either.isLeft(r)) return Effect.fail(invalid(r.left, "body"))
-          payload = r.right
-        }
-        const handler = route.handler
-        if (handler === undefined) return Effect.fail(new BadRequest({ message: "no handler", details: {} }))
-        return handler({ actor, path, urlParams, payload, request: exchange })
+    const admitted = (admission: Admission): Effect.Effect<unknown, unknown, HandlerServices> => {
+      setRateHeaders(res, admission.rate)
+      if (admission.refusal !== undefined) return Effect.fail(admission.refusal)
+      const actor = admission.actor
+      if (route.mode !== "optional" && actor === undefined) return Effect.fail(unauthenticated)
+      if (
+        actor !== undefined &&
+        route.requirement !== "authenticated" &&
+        route.requirement !== "public" &&
+        !hasScope(actor, route.requirement)
+      ) {
+        return Effect.fail(
+          new Forbidden({
+            message: `this credential lacks the ${route.requirement} scope`,
+            details: { required_scope: route.requirement }
+          })
+        )
       }
-    )
+      let path: unknown
+      if (route.decodePath !== undefined) {
+        const r = route.decodePath(params)
+        if (Either.isLeft(r)) return Effect.fail(invalid(r.left, "path"))
+        path = r.right
+      }
+      let urlParams: unknown
+      if (route.decodeQuery !== undefined) {
+        const r = route.decodeQuery(parseQuery(query))
+        if (Either.isLeft(r)) return Effect.fail(invalid(r.left, "query"))
+        urlParams = r.right
+      }
+      let payload: unknown
+      if (route.decodePayload !== undefined) {
+        if (body === undefined) return Effect.fail(new BadRequest({ message: "a JSON body is required", details: {} }))
+        if (!body.ok) return Effect.fail(body.error)
+        const r = route.decodePayload(body.value)
+        if (Either.isLeft(r)) return Effect.fail(invalid(r.left, "body"))
+        payload = r.right
+      }
+      const handler = route.handler
+      if (handler === undefined) return Effect.fail(new BadRequest({ message: "no handler", details: {} }))
+      return handler({ actor, path, urlParams, payload, request: exchange })
+    }
+    const admission = gate.admitNow(exchange, route.mode)
+    const program: Effect.Effect<unknown, unknown, HandlerServices | Gate> =
+      admission === undefined ? Effect.flatMap(gate.admit(exchange, route.mode), admitted) : admitted(admission)
+    // A refusal or a bad request is known before anything runs: answered without starting a fiber.
+    if (Exit.isExit(program)) return finish(res, route)(program)
     runCallback(program as Effect.Effect<unknown, unknown | StoreError, ServerServices>, {
       onExit: finish(res, route)
     })

@@ -18,7 +18,7 @@ import {
   type TaskwrightConfig,
   type TaskwrightSettings
 } from "@taskwright/core"
-import { Cause, Effect, Layer, ManagedRuntime, type Option } from "effect"
+import { Cause, Effect, Layer, ManagedRuntime, type Option, RuntimeFlags } from "effect"
 import { makeRequestListener } from "./FastServer.js"
 import { VERSION } from "./version.js"
 
@@ -63,9 +63,19 @@ const docsPage = `<!doctype html>
 </html>
 `
 
-/** The runtime every request runs on: core services, the chosen store, tracing off unless asked. */
+/**
+ * The runtime every request runs on: core services, the chosen store, tracing off unless asked.
+ * Effect's built-in fiber metrics (a counter and a histogram updated for every fiber, so for
+ * every request) are off too: nothing reads them here.
+ */
 export const makeRuntime = (settings: TaskwrightSettings, options: { readonly tracing?: boolean } = {}) =>
-  ManagedRuntime.make(Layer.merge(coreLayer(settings), Layer.setTracerEnabled(options.tracing === true)))
+  ManagedRuntime.make(
+    Layer.mergeAll(
+      coreLayer(settings),
+      Layer.setTracerEnabled(options.tracing === true),
+      RuntimeFlags.disableRuntimeMetrics
+    )
+  )
 
 export const serve = async (settings: TaskwrightSettings, options: ServeOptions): Promise<RunningServer> => {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))

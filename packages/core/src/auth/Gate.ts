@@ -75,32 +75,47 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
         })
       )
 
-    const asActor = (request: RequestInfo, mode: GateMode, actor: Actor) => {
-      const keyId = actor.credential.keyId
-      if (keyId !== undefined) usage.record(keyId, request.clientAddress)
-      const subject = keyId === undefined ? `u:${actor.userId}` : `k:${keyId}`
-      return Effect.map(limiter.consume(authenticated, subject), (rate): Admission => {
-        if (!rate.allowed) {
-          const error = rateLimited(rate, "per credential")
-          return {
-            actor,
-            rate,
-            refusal: mode === "verify" ? new Forbidden({ message: error.message, details: error.details }) : error
-          }
+    /** A valid credential's budget: per API key (its access tokens included), else per user. */
+    const subjectOf = (actor: Actor) =>
+      actor.credential.keyId === undefined ? `u:${actor.userId}` : `k:${actor.credential.keyId}`
+
+    /** Counts the request in its key's usage and decides, once the budget is spent. */
+    const admitActor = (request: RequestInfo, mode: GateMode, actor: Actor, rate: RateState): Admission => {
+      if (actor.credential.keyId !== undefined) usage.record(actor.credential.keyId, request.clientAddress)
+      if (!rate.allowed) {
+        const error = rateLimited(rate, "per credential")
+        return {
+          actor,
+          rate,
+          refusal: mode === "verify" ? new Forbidden({ message: error.message, details: error.details }) : error
         }
-        if (
-          actor.credential.kind === "session" &&
-          mode === "required" &&
-          !isSafeMethod(request.method) &&
-          !sameOrigin(settings, request, true)
-        ) {
-          return { actor, rate, refusal: csrf }
-        }
-        return { actor, rate, refusal: undefined }
-      })
+      }
+      if (
+        actor.credential.kind === "session" &&
+        mode === "required" &&
+        !isSafeMethod(request.method) &&
+        !sameOrigin(settings, request, true)
+      ) {
+        return { actor, rate, refusal: csrf }
+      }
+      return { actor, rate, refusal: undefined }
     }
 
+    const asActor = (request: RequestInfo, mode: GateMode, actor: Actor) =>
+      Effect.map(limiter.consume(authenticated, subjectOf(actor)), (rate) => admitActor(request, mode, actor, rate))
+
     return {
+      /**
+       * {@link admit} answered synchronously when everything it needs is in memory: a remembered
+       * API key and the in-memory limiter, the common case on the embedded store. `undefined`
+       * (nothing spent, nothing counted) otherwise: then call {@link admit}.
+       */
+      admitNow: (request: RequestInfo, mode: GateMode): Admission | undefined => {
+        const actor = auth.authenticateNow({ authorization: request.header("authorization"), cookie: undefined })
+        if (actor === undefined) return undefined
+        const rate = limiter.consumeNow(authenticated, subjectOf(actor))
+        return rate === undefined ? undefined : admitActor(request, mode, actor, rate)
+      },
       /** Authenticates and rate-limits one request. */
       admit: (request: RequestInfo, mode: GateMode): Effect.Effect<Admission, StoreError> =>
         auth

@@ -6,7 +6,7 @@
 import { Effect, Layer, Option, Schedule } from "effect"
 import { defaultAuthSettings } from "../auth/AuthSettings.js"
 import { TaskwrightConfig } from "../Config.js"
-import { StoreTag } from "../store/Store.js"
+import { type StoreError, StoreTag } from "../store/Store.js"
 import * as MemoryRateLimitStore from "./MemoryRateLimitStore.js"
 import { RateLimitStore } from "./RateLimitStore.js"
 import * as SqlRateLimitStore from "./SqlRateLimitStore.js"
@@ -66,18 +66,23 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core
     )
 
     const hitSync = store.hitSync
+    /** Spends one hit at once when the store needs no I/O; `undefined` (nothing spent) otherwise. */
+    const consumeNow = (policy: RatePolicy, subject: string): RateState | undefined => {
+      if (hitSync === undefined) return undefined
+      const now = Date.now()
+      const hit = hitSync(`${policy.name}:${subject}`, now - (now % policy.windowMs), policy.windowMs)
+      return stateOf(policy, hit.count, hit.windowStart, now)
+    }
     return {
       policies,
+      consumeNow,
       /** Spends one hit of `subject`'s budget under `policy`. */
-      consume: (policy: RatePolicy, subject: string) => {
+      consume: (policy: RatePolicy, subject: string): Effect.Effect<RateState, StoreError> => {
+        const state = consumeNow(policy, subject)
+        if (state !== undefined) return Effect.succeed(state)
         const now = Date.now()
         const windowStart = now - (now % policy.windowMs)
-        const bucket = `${policy.name}:${subject}`
-        if (hitSync !== undefined) {
-          const hit = hitSync(bucket, windowStart, policy.windowMs)
-          return Effect.succeed(stateOf(policy, hit.count, hit.windowStart, now))
-        }
-        return Effect.map(store.hit(bucket, windowStart, policy.windowMs), (hit) =>
+        return Effect.map(store.hit(`${policy.name}:${subject}`, windowStart, policy.windowMs), (hit) =>
           stateOf(policy, hit.count, hit.windowStart, now)
         )
       }

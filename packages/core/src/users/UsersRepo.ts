@@ -117,14 +117,18 @@ export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/Use
       credentials.clear()
       generation++
     }
+    /** The remembered credential row for `hash`, if any: synchronous, for the request fast path. */
+    const cachedCredential = (hash: string): KeyCredentialRow | undefined => {
+      const epoch = store.changes.epoch()
+      if (epoch !== seenEpoch) {
+        seenEpoch = epoch
+        forgetCredentials()
+      }
+      return credentials.get(hash)
+    }
     const credentialByHash = (hash: string): Effect.Effect<KeyCredentialRow | undefined, StoreError> =>
       Effect.suspend(() => {
-        const epoch = store.changes.epoch()
-        if (epoch !== seenEpoch) {
-          seenEpoch = epoch
-          forgetCredentials()
-        }
-        const cached = credentials.get(hash)
+        const cached = cachedCredential(hash)
         if (cached !== undefined) return Effect.succeed(cached)
         const before = generation
         return Effect.map(store.get(q.credential, [hash]), (row) => {
@@ -177,6 +181,7 @@ export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/Use
           store.all(q.keysOfUserPage, [userId, limit, offset]),
           Effect.map(store.get(q.countKeysOfUser, [userId]), (r) => Number(r?.total ?? 0))
         ),
+      cachedCredential,
       credentialByHash,
       usageTotals: (id: string) => store.get(q.usageTotals, [id]),
       usageDays: (id: string, since: string) => store.all(q.usageDays, [id, since]),
