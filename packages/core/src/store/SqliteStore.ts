@@ -11,8 +11,9 @@ import type * as SqlConnection from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as SqlStatement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
-import { Context, Effect, Exit, FiberRef, Layer, Stream } from "effect"
+import { Context, Effect, Exit, FiberRef, Layer, Runtime, Stream } from "effect"
 import { toStoreError } from "./errors.js"
+import { checkpointInBackground } from "./SqliteCheckpointer.js"
 import { type SqlParam, type Statement, type Store, StoreError, StoreTag } from "./Store.js"
 
 export interface SqliteStoreConfig {
@@ -32,6 +33,13 @@ const openDatabase = (filename: string) =>
       db.pragma("synchronous = NORMAL")
       db.pragma("foreign_keys = ON")
       db.pragma("busy_timeout = 5000")
+      if (filename !== ":memory:") {
+        // Checkpoints mostly run beside the requests (SqliteCheckpointer); this connection's own,
+        // ten times rarer than SQLite's default, only finishes what the worker copied already and
+        // lets the log start again. A log that grew under a burst is then cut back to 64 MiB.
+        db.pragma("wal_autocheckpoint = 10000")
+        db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`)
+      }
       return db
     },
     catch: (cause) => new StoreError({ kind: "unavailable", message: `cannot open SQLite database ${filename}`, cause })
@@ -80,7 +88,11 @@ export const makeStore = (db: Database.Database): Store => {
     return out
   }
   const row = (p: Prepared, params: ReadonlyArray<SqlParam>): unknown => {
-    const values = p.statement.get(...params) as ReadonlyArray<unknown> | undefined
+    // A write (`INSERT ... RETURNING`) is stepped to its end: SQLite runs its automatic checkpoint
+    // only then, and `get()` stops at the first row.
+    const values = (p.statement.readonly ? p.statement.get(...params) : p.statement.all(...params)[0]) as
+      | ReadonlyArray<unknown>
+      | undefined
     return values === undefined || p.build === undefined ? values : p.build(values)
   }
   const txLock = Effect.unsafeMakeSemaphore(1)
@@ -197,6 +209,12 @@ export const layer = (config: SqliteStoreConfig): Layer.Layer<StoreTag | SqlClie
   Layer.scopedContext(
     Effect.gen(function* () {
       const db = yield* Effect.acquireRelease(openDatabase(config.filename), (db) => Effect.sync(() => db.close()))
+      if (config.filename !== ":memory:") {
+        const runtime = yield* Effect.runtime<never>()
+        yield* checkpointInBackground(config.filename, (message) =>
+          Runtime.runFork(runtime)(Effect.logWarning(`SQLite checkpoint failed: ${message}`))
+        )
+      }
       const sql = yield* makeSqlClient(db).pipe(Effect.provide(Reactivity.layer))
       return Context.make(StoreTag, makeStore(db)).pipe(Context.add(SqlClient.SqlClient, sql))
     })

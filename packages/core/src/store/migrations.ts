@@ -246,6 +246,12 @@ const runs = perDialect((t) => [
   `CREATE INDEX reviews_task ON reviews (task_id, created_at)`
 ])
 
+/**
+ * A task's runs are read in start order with the id breaking ties (`ORDER BY started_at, id`),
+ * on every task read: with the id in the index that order comes from the index, not a sort.
+ */
+const runOrder = perDialect(() => [`DROP INDEX runs_task`, `CREATE INDEX runs_task ON runs (task_id, started_at, id)`])
+
 const migration = (ddl: Ddl) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -257,7 +263,8 @@ const migration = (ddl: Ddl) =>
 export const migrations = Migrator.fromRecord({
   "0001_initial": migration(initial),
   "0002_auth": migration(auth),
-  "0003_runs": migration(runs)
+  "0003_runs": migration(runs),
+  "0004_run_order": migration(runOrder)
 })
 
 const runMigrator = Migrator.make({})

@@ -1,0 +1,69 @@
+/**
+ * Keeps the SQLite write-ahead log small without pausing requests.
+ *
+ * SQLite's automatic checkpoint runs inside the connection that commits, so on the embedded
+ * store it would run on the request thread: copying pages back into the database and two
+ * fsyncs every thousand pages of log, about ninety task inserts (measured: a third of the
+ * insert rate, p99 3 ms per insert). A worker thread with its own connection runs passive
+ * checkpoints instead: they copy what is committed while writes go on. The request connection
+ * still checkpoints, rarely (SqliteStore), because a passive checkpoint never catches up with a
+ * steady stream of commits, and the log only starts again after one that did.
+ * Measured on 20,000 task inserts: 15,200/s with p99 0.33 ms and a log under 50 MB, against
+ * 10,400/s and p99 3.2 ms with SQLite's default alone.
+ */
+import { createRequire } from "node:module"
+import { Worker } from "node:worker_threads"
+import { Effect, type Scope } from "effect"
+
+/** How often the worker checkpoints; a checkpoint with nothing to copy costs microseconds. */
+const INTERVAL_MS = 20
+
+// Plain CommonJS evaluated in the worker (the CLI ships as one bundle, so there is no file to
+// point the worker at). It loads the same driver the store uses, by absolute path.
+const workerSource = `
+const { parentPort, workerData } = require("node:worker_threads")
+const Database = require(workerData.driver)
+const db = new Database(workerData.filename, { fileMustExist: true })
+db.pragma("busy_timeout = 5000")
+const checkpoint = () => {
+  try { db.pragma("wal_checkpoint(PASSIVE)") } catch (e) { parentPort.postMessage(String(e && e.message)) }
+}
+const timer = setInterval(checkpoint, workerData.intervalMs)
+parentPort.on("message", () => {
+  clearInterval(timer)
+  checkpoint()
+  db.close()
+  parentPort.close()
+})
+`
+
+/**
+ * Starts the checkpointing worker for the database file `filename` (in WAL mode) for the life of
+ * the scope. Checkpoint failures are reported through `onError` and retried on the next tick.
+ */
+export const checkpointInBackground = (
+  filename: string,
+  onError: (message: string) => void
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.asVoid(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const driver = createRequire(import.meta.url).resolve("better-sqlite3")
+        const worker = new Worker(workerSource, {
+          eval: true,
+          workerData: { driver, filename, intervalMs: INTERVAL_MS }
+        })
+        const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()))
+        worker.on("message", (message: unknown) => onError(String(message)))
+        worker.on("error", (error) => onError(error.message))
+        // The worker must not keep a finished process alive.
+        worker.unref()
+        return { worker, exited }
+      }),
+      ({ worker, exited }) =>
+        Effect.promise(() => {
+          worker.postMessage("stop")
+          return exited
+        })
+    )
+  )
