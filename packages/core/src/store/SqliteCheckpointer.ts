@@ -37,33 +37,53 @@ parentPort.on("message", () => {
 })
 `
 
+/** Starts the worker on the first write: a store that is only read needs none (nor its memory). */
+export interface Checkpointer {
+  /** Called after every write that changed something; cheap once the worker runs. */
+  readonly wrote: () => void
+}
+
 /**
- * Starts the checkpointing worker for the database file `filename` (in WAL mode) for the life of
- * the scope. Checkpoint failures are reported through `onError` and retried on the next tick.
+ * The checkpointing worker for the database file `filename` (in WAL mode), for the life of the
+ * scope, started by the first write. Checkpoint failures are reported through `onError` and
+ * retried on the next tick.
  */
 export const checkpointInBackground = (
   filename: string,
   onError: (message: string) => void
-): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.asVoid(
+): Effect.Effect<Checkpointer, never, Scope.Scope> =>
+  Effect.map(
     Effect.acquireRelease(
       Effect.sync(() => {
-        const driver = createRequire(import.meta.url).resolve("better-sqlite3")
-        const worker = new Worker(workerSource, {
-          eval: true,
-          workerData: { driver, filename, intervalMs: INTERVAL_MS }
-        })
-        const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()))
-        worker.on("message", (message: unknown) => onError(String(message)))
-        worker.on("error", (error) => onError(error.message))
-        // The worker must not keep a finished process alive.
-        worker.unref()
-        return { worker, exited }
+        let running: { readonly worker: Worker; readonly exited: Promise<void> } | undefined
+        const start = () => {
+          const worker = new Worker(workerSource, {
+            eval: true,
+            workerData: {
+              driver: createRequire(import.meta.url).resolve("better-sqlite3"),
+              filename,
+              intervalMs: INTERVAL_MS
+            }
+          })
+          const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()))
+          worker.on("message", (message: unknown) => onError(String(message)))
+          worker.on("error", (error) => onError(error.message))
+          // The worker must not keep a finished process alive.
+          worker.unref()
+          running = { worker, exited }
+        }
+        return {
+          wrote: () => {
+            if (running === undefined) start()
+          },
+          stop: (): Promise<void> => {
+            if (running === undefined) return Promise.resolve()
+            running.worker.postMessage("stop")
+            return running.exited
+          }
+        }
       }),
-      ({ worker, exited }) =>
-        Effect.promise(() => {
-          worker.postMessage("stop")
-          return exited
-        })
-    )
+      (checkpointer) => Effect.promise(checkpointer.stop)
+    ),
+    ({ wrote }): Checkpointer => ({ wrote })
   )

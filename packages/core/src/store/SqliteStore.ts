@@ -65,8 +65,8 @@ interface Prepared {
   readonly build: RowBuilder | undefined
 }
 
-/** Builds the {@link Store} over an open connection. */
-export const makeStore = (db: Database.Database): Store => {
+/** Builds the {@link Store} over an open connection; `wrote` hears of every write that changed something. */
+export const makeStore = (db: Database.Database, wrote: () => void = () => {}): Store => {
   const prepared = new Map<string, Prepared>()
   const prepare = (stmt: Statement<unknown>): Prepared => {
     let p = prepared.get(stmt.name)
@@ -81,6 +81,7 @@ export const makeStore = (db: Database.Database): Store => {
   }
   const rows = (p: Prepared, params: ReadonlyArray<SqlParam>): Array<unknown> => {
     const values = p.statement.all(...params) as Array<ReadonlyArray<unknown>>
+    if (!p.statement.readonly && values.length > 0) wrote()
     const build = p.build
     if (build === undefined) return values
     const out = new Array<unknown>(values.length)
@@ -93,6 +94,7 @@ export const makeStore = (db: Database.Database): Store => {
     const values = (p.statement.readonly ? p.statement.get(...params) : p.statement.all(...params)[0]) as
       | ReadonlyArray<unknown>
       | undefined
+    if (!p.statement.readonly && values !== undefined) wrote()
     return values === undefined || p.build === undefined ? values : p.build(values)
   }
   const txLock = Effect.unsafeMakeSemaphore(1)
@@ -161,19 +163,25 @@ export const makeStore = (db: Database.Database): Store => {
       exec(() => rows(prepare(stmt), params) as ReadonlyArray<Row>),
     get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       exec(() => row(prepare(stmt), params) as Row | undefined),
-    run: (stmt, params = []) => exec(() => prepare(stmt).statement.run(...params).changes),
+    run: (stmt, params = []) =>
+      exec(() => {
+        const changes = prepare(stmt).statement.run(...params).changes
+        if (changes > 0) wrote()
+        return changes
+      }),
     transaction
   }
 }
 
 /** An `@effect/sql` client on the same connection, for the migrator and cold paths. */
-const makeSqlClient = (db: Database.Database) => {
+const makeSqlClient = (db: Database.Database, wrote: () => void = () => {}) => {
   const run = (sql: string, params: ReadonlyArray<unknown>, raw: boolean) =>
     Effect.try({
       try: () => {
         const s = db.prepare(sql)
         if (s.reader) return s.all(...params) as ReadonlyArray<unknown>
         const result = s.run(...params)
+        if (result.changes > 0) wrote()
         return raw ? [result] : []
       },
       catch: (cause) => new SqlError({ cause, message: "Failed to execute statement" })
@@ -209,13 +217,14 @@ export const layer = (config: SqliteStoreConfig): Layer.Layer<StoreTag | SqlClie
   Layer.scopedContext(
     Effect.gen(function* () {
       const db = yield* Effect.acquireRelease(openDatabase(config.filename), (db) => Effect.sync(() => db.close()))
-      if (config.filename !== ":memory:") {
-        const runtime = yield* Effect.runtime<never>()
-        yield* checkpointInBackground(config.filename, (message) =>
-          Runtime.runFork(runtime)(Effect.logWarning(`SQLite checkpoint failed: ${message}`))
-        )
-      }
-      const sql = yield* makeSqlClient(db).pipe(Effect.provide(Reactivity.layer))
-      return Context.make(StoreTag, makeStore(db)).pipe(Context.add(SqlClient.SqlClient, sql))
+      const runtime = yield* Effect.runtime<never>()
+      const checkpointer =
+        config.filename === ":memory:"
+          ? undefined
+          : yield* checkpointInBackground(config.filename, (message) =>
+              Runtime.runFork(runtime)(Effect.logWarning(`SQLite checkpoint failed: ${message}`))
+            )
+      const sql = yield* makeSqlClient(db, checkpointer?.wrote).pipe(Effect.provide(Reactivity.layer))
+      return Context.make(StoreTag, makeStore(db, checkpointer?.wrote)).pipe(Context.add(SqlClient.SqlClient, sql))
     })
   )
