@@ -218,7 +218,12 @@ const compileRoutes = () => {
 
 export interface FastServerOptions {
   /** Extra routes answered before the contract's (OpenAPI document, docs page). */
-  readonly staticRoutes: ReadonlyArray<{ readonly path: string; readonly contentType: string; readonly body: string }>
+  readonly staticRoutes: ReadonlyArray<{
+    readonly path: string
+    readonly contentType: string
+    /** The body, or how to make it on the first request (kept from then on). */
+    readonly body: string | (() => string)
+  }>
   readonly version: string
   /** Answers `/api/health` once the store answers. */
   readonly health: Effect.Effect<boolean, never, ServerServices>
@@ -240,14 +245,18 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
   }
   // Documents are public routes like any other: gated, so counted in the caller's budget.
   const statics = new Map(
-    options.staticRoutes.map((r): [string, Route] => [
-      r.path,
-      {
-        ...publicRoute(`static ${r.path}`),
-        rawContentType: r.contentType,
-        handler: () => Effect.succeed(r.body)
-      }
-    ])
+    options.staticRoutes.map((r): [string, Route] => {
+      let body = typeof r.body === "string" ? r.body : undefined
+      const make = r.body
+      return [
+        r.path,
+        {
+          ...publicRoute(`static ${r.path}`),
+          rawContentType: r.contentType,
+          handler: () => Effect.sync(() => (body ??= typeof make === "string" ? make : make()))
+        }
+      ]
+    })
   )
   const notFound: Route = {
     ...publicRoute("not found"),

@@ -91,7 +91,8 @@ export const serve = async (settings: TaskwrightSettings, options: ServeOptions)
       {
         path: "/api/openapi.json",
         contentType: "application/json; charset=utf-8",
-        body: JSON.stringify(openApiDocument())
+        // Built on the first request: start-up time and idle memory that most servers never need.
+        body: () => JSON.stringify(openApiDocument())
       },
       { path: "/api/docs", contentType: "text/html; charset=utf-8", body: docsPage }
     ],
