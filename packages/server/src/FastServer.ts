@@ -119,14 +119,15 @@ class Exchange implements RequestContext {
   }
 }
 
-// The budget's state waits beside the response until it is written: headers are then sent in
-// one flat array, which Node writes without the per-header bookkeeping of setHeader. (A WeakMap
-// rather than a property, so Node's response objects keep the shape its own code is tuned for.)
-const rates = new WeakMap<ServerResponse, RateState>()
-
-/** `X-RateLimit-*` on every gated answer, `Retry-After` when the budget is spent. */
-const setRateHeaders = (res: ServerResponse, rate: RateState) => {
-  rates.set(res, rate)
+/**
+ * One answer in the making: where it goes and, once the gate has spoken, the budget's state.
+ * Headers are sent in one flat array, which Node writes without the per-header bookkeeping of
+ * `setHeader`: `X-RateLimit-*` on every gated answer, `Retry-After` when the budget is spent.
+ */
+interface Reply {
+  readonly res: ServerResponse
+  readonly route: Route
+  rate: RateState | undefined
 }
 
 const JSON_TYPE = "application/json; charset=utf-8"
@@ -269,7 +270,13 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
   const gate = Context.get(runtime.context, Gate)
   const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
 
-  const send = (res: ServerResponse, status: number, body: string, contentType = JSON_TYPE) => {
+  const send = (
+    res: ServerResponse,
+    rate: RateState | undefined,
+    status: number,
+    body: string,
+    contentType = JSON_TYPE
+  ) => {
     const headers: Array<string> = [
       "x-taskwright-version",
       options.version,
@@ -278,7 +285,6 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
       "content-length",
       String(Buffer.byteLength(body))
     ]
-    const rate = rates.get(res)
     if (rate !== undefined) {
       headers.push(
         "x-ratelimit-limit",
@@ -296,6 +302,7 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
 
   const sendError = (
     res: ServerResponse,
+    rate: RateState | undefined,
     error: {
       readonly _tag: keyof typeof errorWire
       readonly message: string
@@ -308,7 +315,7 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
       res.setHeader("retry-after", error.details.retry_after)
     }
     // An error may quote what the client sent (a path, a rejected value): never a credential.
-    send(res, status, redactCredentials(JSON.stringify(errorBody(error))))
+    send(res, rate, status, redactCredentials(JSON.stringify(errorBody(error))))
   }
 
   const internal = { _tag: "InternalError" as const, message: "internal server error", details: {} }
@@ -321,16 +328,17 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     readonly details: Record<string, unknown>
   } => typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in errorWire
 
-  const finish = (res: ServerResponse, route: Route) => (exit: Exit.Exit<unknown, unknown>) => {
+  const finish = (reply: Reply) => (exit: Exit.Exit<unknown, unknown>) => {
+    const { res, route, rate } = reply
     if (Exit.isSuccess(exit)) {
       return route.rawContentType === undefined
-        ? send(res, route.status, JSON.stringify(exit.value))
-        : send(res, route.status, exit.value as string, route.rawContentType)
+        ? send(res, rate, route.status, JSON.stringify(exit.value))
+        : send(res, rate, route.status, exit.value as string, route.rawContentType)
     }
     const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure) && isApiError(failure.value)) return sendError(res, failure.value)
+    if (Option.isSome(failure) && isApiError(failure.value)) return sendError(res, rate, failure.value)
     options.onDefect(route.name, exit.cause)
-    sendError(res, internal)
+    sendError(res, rate, internal)
   }
 
   const parseQuery = (query: string): Record<string, string | Array<string>> => {
@@ -353,8 +361,9 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     pathname: string
   ) => {
     const exchange = new Exchange(req, res, pathname, trustedHops)
+    const reply: Reply = { res, route, rate: undefined }
     const admitted = (admission: Admission): Effect.Effect<unknown, unknown, HandlerServices> => {
-      setRateHeaders(res, admission.rate)
+      reply.rate = admission.rate
       if (admission.refusal !== undefined) return Effect.fail(admission.refusal)
       const actor = admission.actor
       if (route.mode !== "optional" && actor === undefined) return Effect.fail(unauthenticated)
@@ -399,9 +408,9 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     const program: Effect.Effect<unknown, unknown, HandlerServices | Gate> =
       admission === undefined ? Effect.flatMap(gate.admit(exchange, route.mode), admitted) : admitted(admission)
     // A refusal or a bad request is known before anything runs: answered without starting a fiber.
-    if (Exit.isExit(program)) return finish(res, route)(program)
+    if (Exit.isExit(program)) return finish(reply)(program)
     runCallback(program as Effect.Effect<unknown, unknown | StoreError, ServerServices>, {
-      onExit: finish(res, route)
+      onExit: finish(reply)
     })
   }
 
@@ -447,7 +456,7 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
 
   const tooLarge = (req: IncomingMessage, res: ServerResponse) => {
     res.setHeader("connection", "close")
-    sendError(res, {
+    sendError(res, undefined, {
       _tag: "PayloadTooLarge",
       message: `the body is over ${MAX_BODY_BYTES} bytes`,
       details: { limit: MAX_BODY_BYTES }
@@ -460,8 +469,8 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
     runCallback(options.health, {
       onExit: (exit) =>
         Exit.isSuccess(exit) && exit.value
-          ? send(res, 200, '{"status":"ok"}')
-          : sendError(res, { _tag: "InternalError", message: "the store does not answer", details: {} })
+          ? send(res, undefined, 200, '{"status":"ok"}')
+          : sendError(res, undefined, { _tag: "InternalError", message: "the store does not answer", details: {} })
     })
   }
 

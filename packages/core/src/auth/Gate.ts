@@ -111,6 +111,7 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
        * (nothing spent, nothing counted) otherwise: then call {@link admit}.
        */
       admitNow: (request: RequestInfo, mode: GateMode): Admission | undefined => {
+        if (!limiter.synchronous) return undefined
         const actor = auth.authenticateNow({ authorization: request.header("authorization"), cookie: undefined })
         if (actor === undefined) return undefined
         const rate = limiter.consumeNow(authenticated, subjectOf(actor))

@@ -75,6 +75,8 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core
     }
     return {
       policies,
+      /** True when {@link consumeNow} can answer: the store needs no I/O. */
+      synchronous: hitSync !== undefined,
       consumeNow,
       /** Spends one hit of `subject`'s budget under `policy`. */
       consume: (policy: RatePolicy, subject: string): Effect.Effect<RateState, StoreError> => {
