@@ -247,8 +247,8 @@ export const makeRequestListener = (runtime: Runtime.Runtime<ServerServices>, op
   // Documents are public routes like any other: gated, so counted in the caller's budget.
   const statics = new Map(
     options.staticRoutes.map((r): [string, Route] => {
-      let body = typeof r.body === "string" ? r.body : undefined
       const make = r.body
+      let body: string | undefined
       return [
         r.path,
         {

@@ -98,13 +98,14 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
     return {
       authenticate,
       /**
-       * The actor of a request whose API key is remembered and valid, answered synchronously; `undefined`
-       * for anything else (another kind of credential, a key not remembered, revoked or expired):
-       * then {@link authenticateRequest} decides. A remembered row matched the secret's SHA-256, so the
-       * shape and checksum checks (a guard in front of the database) are not needed here.
+       * The actor of an `Authorization` header carrying a remembered, valid API key, answered
+       * synchronously; `undefined` for anything else (no header, another kind of credential, a key
+       * not remembered, revoked or expired): then {@link authenticateRequest} decides. A remembered
+       * row matched the secret's SHA-256, so the shape and checksum checks (a guard in front of the
+       * database) are not needed here.
        */
-      authenticateNow: (request: RequestCredentials): Actor | undefined => {
-        const token = bearerToken(request.authorization)
+      authenticateNow: (authorization: string | undefined): Actor | undefined => {
+        const token = bearerToken(authorization)
         if (token === undefined || !token.startsWith("twk_")) return undefined
         const hash = hashSecret(token)
         return keyActor(users.cachedCredential(hash), hash)

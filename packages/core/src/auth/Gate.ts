@@ -112,7 +112,7 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
        */
       admitNow: (request: RequestInfo, mode: GateMode): Admission | undefined => {
         if (!limiter.synchronous) return undefined
-        const actor = auth.authenticateNow({ authorization: request.header("authorization"), cookie: undefined })
+        const actor = auth.authenticateNow(request.header("authorization"))
         if (actor === undefined) return undefined
         const rate = limiter.consumeNow(authenticated, subjectOf(actor))
         return rate === undefined ? undefined : admitActor(request, mode, actor, rate)

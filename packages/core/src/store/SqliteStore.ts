@@ -63,6 +63,8 @@ interface Prepared {
   readonly statement: Database.Statement
   /** For statements that return rows. */
   readonly build: RowBuilder | undefined
+  /** The statement changes the database (an `INSERT ... RETURNING` both writes and returns rows). */
+  readonly writes: boolean
 }
 
 /** Builds the {@link Store} over an open connection; `wrote` hears of every write that changed something. */
@@ -72,16 +74,17 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
     let p = prepared.get(stmt.name)
     if (p === undefined) {
       const statement = db.prepare(stmt.sqlite)
+      const writes = !statement.readonly
       p = statement.reader
-        ? { statement: statement.raw(true), build: rowBuilder(statement.columns()) }
-        : { statement, build: undefined }
+        ? { statement: statement.raw(true), build: rowBuilder(statement.columns()), writes }
+        : { statement, build: undefined, writes }
       prepared.set(stmt.name, p)
     }
     return p
   }
   const rows = (p: Prepared, params: ReadonlyArray<SqlParam>): Array<unknown> => {
     const values = p.statement.all(...params) as Array<ReadonlyArray<unknown>>
-    if (!p.statement.readonly && values.length > 0) wrote()
+    if (p.writes && values.length > 0) wrote()
     const build = p.build
     if (build === undefined) return values
     const out = new Array<unknown>(values.length)
@@ -91,10 +94,10 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
   const row = (p: Prepared, params: ReadonlyArray<SqlParam>): unknown => {
     // A write (`INSERT ... RETURNING`) is stepped to its end: SQLite runs its automatic checkpoint
     // only then, and `get()` stops at the first row.
-    const values = (p.statement.readonly ? p.statement.get(...params) : p.statement.all(...params)[0]) as
+    const values = (p.writes ? p.statement.all(...params)[0] : p.statement.get(...params)) as
       | ReadonlyArray<unknown>
       | undefined
-    if (!p.statement.readonly && values !== undefined) wrote()
+    if (p.writes && values !== undefined) wrote()
     return values === undefined || p.build === undefined ? values : p.build(values)
   }
   const txLock = Effect.unsafeMakeSemaphore(1)
