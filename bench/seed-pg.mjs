@@ -32,6 +32,7 @@ import {
   cliEnv,
   GET_ID_COUNT,
   generate,
+  parseArgs,
   ROOT,
   SEED_VERSION
 } from "./seed.mjs"
@@ -205,16 +206,6 @@ export const seedPg = async ({
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
-}
-
-const parseArgs = (argv) => {
-  const out = {}
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    if (!a.startsWith("--")) throw new Error(`unexpected argument ${a}`)
-    out[a.slice(2)] = argv[++i]
-  }
-  return out
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

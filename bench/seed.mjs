@@ -423,7 +423,8 @@ export const seedCached = ({ dataDir, tasks, schemaSql, keySource, log = console
   return { ...seed({ dataDir, tasks, schemaSql, keySource, log }), cached: false }
 }
 
-const parseArgs = (argv) => {
+/** `--name value` pairs, for the seed scripts' command lines. */
+export const parseArgs = (argv) => {
   const out = {}
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
