@@ -28,14 +28,21 @@ export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields)
     return new NotFound({ message: `${resource} ${id} not found`, details: { resource, id } })
   }
 }
+/** 405: the path exists, but not for this method (`details.allow` lists those it has). */
+export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("MethodNotAllowed", fields) {}
 /** 409: the resource's state forbids the request. */
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields) {}
 /** 413: the body is over the limit. */
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields) {}
 /** 429: over the rate limit. */
 export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields) {}
-/** 500: a bug or an unavailable store; the message never carries internals. */
+/** 500: a bug; the message never carries internals. */
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", fields) {}
+/**
+ * 503: the service cannot do this now (the store is unreachable, or agent runs cannot be
+ * sandboxed on this host); `details.retry_after` (seconds) when trying again later may help.
+ */
+export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()("ServiceUnavailable", fields) {}
 
 /** Every error a client can see. */
 export type ApiError =
@@ -43,19 +50,23 @@ export type ApiError =
   | Unauthorized
   | Forbidden
   | NotFound
+  | MethodNotAllowed
   | Conflict
   | PayloadTooLarge
   | RateLimited
   | InternalError
+  | ServiceUnavailable
 
-/** Wire code and status of each error, from the spec's table (plus PAYLOAD_TOO_LARGE from DECISIONS). */
+/** Wire code and status of each error, from the spec's table (plus METHOD_NOT_ALLOWED, PAYLOAD_TOO_LARGE and SERVICE_UNAVAILABLE). */
 export const errorWire = {
   BadRequest: { code: "BAD_REQUEST", status: 400 },
   Unauthorized: { code: "UNAUTHORIZED", status: 401 },
   Forbidden: { code: "FORBIDDEN", status: 403 },
   NotFound: { code: "NOT_FOUND", status: 404 },
+  MethodNotAllowed: { code: "METHOD_NOT_ALLOWED", status: 405 },
   Conflict: { code: "CONFLICT", status: 409 },
   PayloadTooLarge: { code: "PAYLOAD_TOO_LARGE", status: 413 },
   RateLimited: { code: "RATE_LIMITED", status: 429 },
-  InternalError: { code: "INTERNAL_ERROR", status: 500 }
+  InternalError: { code: "INTERNAL_ERROR", status: 500 },
+  ServiceUnavailable: { code: "SERVICE_UNAVAILABLE", status: 503 }
 } as const satisfies Record<ApiError["_tag"], { code: string; status: number }>

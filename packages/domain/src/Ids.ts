@@ -2,7 +2,6 @@
  * Identifiers of every resource, as branded schemas, and the random generator behind them.
  * Shapes follow DECISIONS.md: `proj_` + 16 base62 characters, tasks are store-assigned integers.
  */
-import { randomBytes } from "node:crypto"
 import { ParseResult, Schema } from "effect"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -11,7 +10,8 @@ const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 export const randomBase62 = (n: number): string => {
   let out = ""
   while (out.length < n) {
-    for (const byte of randomBytes(n * 2)) {
+    // Web Crypto: the same CSPRNG on Node and in a browser.
+    for (const byte of globalThis.crypto.getRandomValues(new Uint8Array(n * 2))) {
       // 248 = 4 * 62: bytes at or above it would favour the first characters.
       if (byte < 248) out += BASE62[byte % 62]
       if (out.length === n) break
@@ -20,32 +20,48 @@ export const randomBase62 = (n: number): string => {
   return out
 }
 
-const prefixedId = <const Brand extends string>(prefix: string, brand: Brand) =>
-  Schema.String.pipe(
-    Schema.pattern(new RegExp(`^${prefix}_[0-9A-Za-z]{16}$`), {
-      message: () => `must look like ${prefix}_ followed by 16 letters or digits`
+/** `prefix` + `_` + 16 base62 characters: the id of a `what`, with an example for the reference. */
+const prefixedId = <const Brand extends string>(prefix: string, brand: Brand, what: string, example: string) => {
+  const message = () => `must look like ${prefix}_ followed by 16 letters or digits`
+  const pattern = new RegExp(`^${prefix}_[0-9A-Za-z]{16}$`)
+  return Schema.String.pipe(
+    Schema.length(prefix.length + 17, { message }),
+    Schema.pattern(pattern, {
+      message,
+      title: `${what.replace(/^an? /, "")} id`,
+      description: `The id of ${what}: ${prefix}_ followed by 16 letters or digits.`,
+      examples: [example]
     }),
     Schema.brand(brand)
   )
+}
 
-export const ProjectId = prefixedId("proj", "ProjectId")
+export const ProjectId = prefixedId("proj", "ProjectId", "a project", "proj_4bT9xQ2mLk7Wz1Rv")
 export type ProjectId = typeof ProjectId.Type
-export const RunId = prefixedId("run", "RunId")
+export const RunId = prefixedId("run", "RunId", "an agent run", "run_8Hc3JqN5vX0pTe6Y")
 export type RunId = typeof RunId.Type
-export const LabelId = prefixedId("lbl", "LabelId")
+export const LabelId = prefixedId("lbl", "LabelId", "a label", "lbl_2Fk8sPq0ZrW4mN7d")
 export type LabelId = typeof LabelId.Type
-export const UserId = prefixedId("usr", "UserId")
+export const UserId = prefixedId("usr", "UserId", "a user", "usr_6Vn1bR9eTy3Ka5Lq")
 export type UserId = typeof UserId.Type
-export const ApiKeyId = prefixedId("key", "ApiKeyId")
+export const ApiKeyId = prefixedId("key", "ApiKeyId", "an API key", "key_0Qm7Zc2Wx9Hs4Pd1")
 export type ApiKeyId = typeof ApiKeyId.Type
 
 /** Task ids are positive integers assigned by the store. */
-export const TaskId = Schema.Int.pipe(
+export const TaskId = Schema.Number.pipe(
+  Schema.int(),
   Schema.positive(),
-  Schema.lessThanOrEqualTo(Number.MAX_SAFE_INTEGER),
+  Schema.lessThanOrEqualTo(Number.MAX_SAFE_INTEGER, {
+    title: "task id",
+    description: "The id of a task: a positive whole number assigned by the service.",
+    jsonSchema: { maximum: Number.MAX_SAFE_INTEGER, format: "int64" },
+    examples: [42]
+  }),
   Schema.brand("TaskId")
 )
 export type TaskId = typeof TaskId.Type
+
+const TASK_ID_DIGITS = /^[1-9][0-9]{0,15}$/
 
 /**
  * A task id as it arrives in a path segment: digits only, so `/api/tasks/1e3` or `/api/tasks/0x1`
@@ -54,12 +70,16 @@ export type TaskId = typeof TaskId.Type
 export const TaskIdFromString = Schema.transformOrFail(Schema.String, Schema.Number.pipe(Schema.brand("TaskId")), {
   strict: true,
   decode: (s, _, ast) => {
-    const n = /^[1-9][0-9]{0,15}$/.test(s) ? Number(s) : Number.NaN
+    const n = TASK_ID_DIGITS.test(s) ? Number(s) : Number.NaN
     return n <= Number.MAX_SAFE_INTEGER
       ? ParseResult.succeed(n)
       : ParseResult.fail(new ParseResult.Type(ast, s, "must be a positive integer"))
   },
   encode: (n) => ParseResult.succeed(String(n))
+}).annotations({
+  description: "The id of a task: a positive whole number assigned by the service.",
+  jsonSchema: { pattern: "^[1-9][0-9]{0,15}$", maxLength: 16 },
+  examples: [TaskId.make(42)]
 })
 
 export const newProjectId = (): ProjectId => ProjectId.make(`proj_${randomBase62(16)}`)

@@ -2,10 +2,11 @@
  * Who is making a request: the authenticated user, the credential used and the scopes it
  * carries. Services take the actor explicitly and decide ownership from it.
  */
-import type { UserId } from "../domain/Ids.js"
+import type { UserId } from "./Ids.js"
 import type { Scope } from "./Scopes.js"
 
-export type CredentialKind = "api_key" | "session" | "jwt"
+/** How the caller authenticated; `in_process` is a host calling the engine directly (`tw.as(user)`). */
+export type CredentialKind = "api_key" | "session" | "jwt" | "in_process"
 
 export interface Actor {
   readonly userId: UserId

@@ -1,0 +1,80 @@
+/**
+ * Live events: what the service tells subscribers when something changes. Every change to a task,
+ * project, label, run or review appends one to the event log in the same transaction as the change,
+ * so a subscriber that reconnects with `?since=<id>` misses nothing and sees nothing invented.
+ */
+import { Schema } from "effect"
+import { RunId } from "./Ids.js"
+import { Timestamp } from "./Timestamp.js"
+
+export const EventType = Schema.Literal(
+  "task.created",
+  "task.updated",
+  "task.deleted",
+  "project.created",
+  "project.deleted",
+  "label.created",
+  "run.started",
+  "run.log",
+  "run.completed",
+  "run.failed",
+  "run.stopped",
+  "review.created"
+)
+export type EventType = typeof EventType.Type
+
+/** The family an event belongs to; a subscription names families, and `run:<run_id>` for one run's log. */
+export type EventFamily = "tasks" | "projects" | "labels" | "runs"
+
+/** The family of each event type (`review.created` belongs with the task it moves). */
+export const familyOf: Record<EventType, EventFamily> = {
+  "task.created": "tasks",
+  "task.updated": "tasks",
+  "task.deleted": "tasks",
+  "review.created": "tasks",
+  "project.created": "projects",
+  "project.deleted": "projects",
+  "label.created": "labels",
+  "run.started": "runs",
+  "run.log": "runs",
+  "run.completed": "runs",
+  "run.failed": "runs",
+  "run.stopped": "runs"
+}
+
+/** A topic a client subscribes to. */
+export const EventTopic = Schema.Union(
+  Schema.Literal("tasks", "projects", "labels", "runs"),
+  Schema.TemplateLiteral(Schema.Literal("run:"), Schema.String).pipe(
+    Schema.filter((topic) => RunId.pipe(Schema.is)(topic.slice(4)), {
+      message: () => "a run topic is run:<run_id>, like run:run_0123456789abcdef"
+    })
+  )
+)
+export type EventTopic = typeof EventTopic.Type
+
+/** `{"type":"subscribe","topics":[...]}`: what the client wants from now on (replacing what it had). */
+export const SubscribeMessage = Schema.Struct({
+  type: Schema.Literal("subscribe"),
+  topics: Schema.Array(EventTopic).pipe(Schema.maxItems(100))
+})
+export type SubscribeMessage = typeof SubscribeMessage.Type
+
+/** An event as it is sent: `{"id", "type", "timestamp", "data"}`; `data` is the resource as the REST API shows it. */
+export const EventMessage = Schema.Struct({
+  id: Schema.Number,
+  type: EventType,
+  timestamp: Timestamp,
+  data: Schema.Unknown
+})
+export type EventMessage = typeof EventMessage.Type
+
+/** What a writer appends: the event, whose resource it is (who may see it), and the run it is about. */
+export interface EventDraft {
+  readonly type: EventType
+  /** The owner of the resource: only they (and admins) receive it. */
+  readonly ownerId: string
+  /** For `run.*` events, the run (what a `run:<id>` topic selects). */
+  readonly runId?: string | null
+  readonly data: unknown
+}
