@@ -23,7 +23,9 @@ export interface Usage {
 }
 
 /** Agents that have a parser. */
-export type AgentKind = "claude-code" | "codex" | "gemini" | "command"
+import type { AgentKind } from "@taskwright/domain"
+
+export type { AgentKind }
 
 /** A stateful line parser for one run's stdout. */
 export interface StreamParser {

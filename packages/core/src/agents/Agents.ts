@@ -3,28 +3,31 @@
  * read again whenever it changes on disk (an operator may edit it by hand), and written
  * atomically (mode 0600: an agent's `env` may hold API keys) by `PUT /api/agents/:name`.
  */
+
 import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises"
 import { join } from "node:path"
-import { Effect, Either, ParseResult, Schema } from "effect"
-import { TaskwrightConfig } from "../Config.js"
-import { BadRequest, InternalError } from "../domain/Errors.js"
-import { fn } from "../domain/Traced.js"
 import {
   type AgentDetail,
+  type AgentKind,
   type AgentList,
   type AgentSettings,
   AgentsFile,
-  type AgentUpdate,
+  AgentUpdate,
   agentKind,
   applyUpdate,
+  BadRequest,
   BUILT_IN_AGENTS,
   builtInDefaults,
+  decoder,
+  InternalError,
   settingsProblem,
   toDetail,
   toFileEntry,
   toView
-} from "./AgentConfig.js"
-import type { AgentKind } from "./AgentStreams.js"
+} from "@taskwright/domain"
+import { Effect, Either, ParseResult, Schema } from "effect"
+import { TaskwrightConfig } from "../Config.js"
+import { fn } from "../domain/Traced.js"
 
 /** An agent ready to run. */
 export interface ResolvedAgent {
@@ -58,6 +61,8 @@ const parse = (text: string, path: string): Either.Either<ReadonlyMap<string, Ag
     }
   )
 
+const decodeUpdate = decoder(AgentUpdate, "body")
+
 export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", {
   effect: Effect.gen(function* () {
     const config = yield* TaskwrightConfig
@@ -67,14 +72,14 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
     let warned = ""
 
     /** The current configuration: re-read when the file changed; a broken file keeps the last good one. */
-    const current = Effect.promise(async (): Promise<ReadonlyMap<string, AgentSettings>> => {
-      const key = await fileKey(path)
+    const current = Effect.gen(function* () {
+      const key = yield* Effect.promise(() => fileKey(path))
       if (key === loaded.key) return loaded.agents
       if (key === "absent") {
         loaded = { key, agents: defaults() }
         return loaded.agents
       }
-      const text = await readFile(path, "utf8").catch(() => null)
+      const text = yield* Effect.promise(() => readFile(path, "utf8").catch(() => null))
       const parsed = text === null ? Either.left(`${path}: cannot be read`) : parse(text, path)
       if (Either.isRight(parsed)) {
         loaded = { key, agents: parsed.right }
@@ -82,7 +87,7 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
       }
       if (warned !== key) {
         warned = key
-        process.stderr.write(`[taskwright] ignoring a broken agents.json (keeping the last good one): ${parsed.left}\n`)
+        yield* Effect.logWarning(`ignoring a broken agents.json (keeping the last good one): ${parsed.left}`)
       }
       return loaded.agents
     })
@@ -98,11 +103,11 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
           await rename(tmp, path)
           return fileKey(path)
         },
-        catch: (cause) => {
-          process.stderr.write(`[taskwright] cannot write ${path}: ${String(cause)}\n`)
-          return new InternalError({ message: "the agent configuration could not be saved", details: {} })
-        }
-      })
+        catch: (cause) => cause
+      }).pipe(
+        Effect.tapError((cause) => Effect.logError(`cannot write ${path}: ${String(cause)}`)),
+        Effect.mapError(() => new InternalError({ message: "the agent configuration could not be saved", details: {} }))
+      )
 
     return {
       /** `GET /api/agents`. */
@@ -117,19 +122,21 @@ export class Agents extends Effect.Service<Agents>()("@taskwright/core/Agents", 
         const settings = (yield* current).get(name)
         if (settings === undefined) return yield* BadRequest.field("agent", `unknown agent ${name}`)
         if (!settings.enabled) return yield* BadRequest.field("agent", `agent ${name} is disabled`)
-        const problem = settingsProblem(name, settings)
-        if (problem !== null) return yield* BadRequest.field("agent", problem)
+        const problem = settingsProblem(name, settings, config.dataDir)
+        if (problem !== null) return yield* BadRequest.field("agent", problem.message)
         return { name, kind: agentKind(name), settings } satisfies ResolvedAgent
       }),
 
       /** `PUT /api/agents/:name` (admin): changes one entry, creating a `command` agent for a new name. */
-      update: fn("Agents.update")(function* (name: string, update: AgentUpdate) {
+      /** `PUT /api/agents/:name`; `body` as a client sends it ({@link AgentUpdate}). */
+      update: fn("Agents.update")(function* (name: string, body: unknown) {
+        const update = yield* decodeUpdate(body)
         return yield* lock.withPermits(1)(
           Effect.gen(function* () {
             const agents = new Map(yield* current)
             const next = applyUpdate(agents.get(name) ?? builtInDefaults(name), update)
-            const problem = settingsProblem(name, next)
-            if (problem !== null) return yield* BadRequest.field("command", problem)
+            const problem = settingsProblem(name, next, config.dataDir)
+            if (problem !== null) return yield* BadRequest.field(problem.field, problem.message)
             agents.set(name, next)
             const key = yield* write(agents)
             loaded = { key, agents }

@@ -4,10 +4,8 @@
  * in (stdin, an argument) and the parser of its output. The facts behind each command line are
  * in `agent-clis.md`; the supervisor (`runs/Runs.ts`) does the rest the same way for all.
  */
-import type { Autonomy } from "../runs/Run.js"
-import type { AgentSettings } from "./AgentConfig.js"
-import { DEFAULT_MODEL } from "./AgentConfig.js"
-import { type AgentKind, parserFor, type StreamParser } from "./AgentStreams.js"
+import { type AgentKind, type AgentSettings, type Autonomy, DEFAULT_MODEL } from "@taskwright/domain"
+import { parserFor, type StreamParser } from "./AgentStreams.js"
 
 /** What the executor is asked to launch. */
 export interface LaunchInput {

@@ -1,36 +1,83 @@
 /**
- * Projects: a name and a filesystem path (a git checkout for agent runs). The path rules of
- * DECISIONS are enforced here: absolute, normalised, inside `TASKWRIGHT_PROJECTS_ROOT` when set,
- * an existing directory unless `git_url` is given (then the repository is cloned there).
+ * Projects: a name and a filesystem path (a git checkout for agent runs). A project's path is
+ * where agents run and commit, so who may use which path is a security boundary:
+ *
+ * - absolute and normalised; an existing directory unless `git_url` is given (then the
+ *   repository is cloned there, and `file://` clones are for admins only: they read the host);
+ * - never the service's data directory, a directory that contains it, or anything inside it
+ *   but the projects root (keys, the database, other runs' worktrees live there);
+ * - non-admins only inside the projects root (`TASKWRIGHT_PROJECTS_ROOT`, default
+ *   `<data dir>/projects`); admins anywhere else;
+ * - one owner per path, after symlinks are resolved: a path equal to, inside or around another
+ *   user's project is 409, checked and recorded under one lock so two users cannot race for it.
  */
-import { stat } from "node:fs/promises"
-import { isAbsolute, normalize, relative, sep } from "node:path"
+
+import { mkdir, realpath, stat } from "node:fs/promises"
+import { basename, dirname, isAbsolute, join, normalize, relative, sep } from "node:path"
+import {
+  type Actor,
+  BadRequest,
+  Conflict,
+  decoder,
+  Forbidden,
+  newProjectId,
+  now,
+  ProjectCreate,
+  ProjectDeleteParams,
+  type ProjectDetail,
+  type ProjectId,
+  type ProjectList,
+  ProjectListParams,
+  seesAll
+} from "@taskwright/domain"
 import { Effect, Option } from "effect"
-import { type Actor, seesAll } from "../auth/Actor.js"
 import { authorizeOwned } from "../auth/Policy.js"
 import { TaskwrightConfig } from "../Config.js"
-import { BadRequest, Conflict } from "../domain/Errors.js"
-import { newProjectId, type ProjectId } from "../domain/Ids.js"
-import type { Page } from "../domain/Paging.js"
-import { now } from "../domain/Timestamp.js"
 import { fn } from "../domain/Traced.js"
+import { Events } from "../events/Events.js"
 import { cloneRepository } from "../runs/GitWorkspace.js"
-import type { ProjectCreate, ProjectDetail, ProjectList } from "./Project.js"
+import { taskDeleted } from "../tasks/TaskEvents.js"
 import { type ProjectRow, ProjectsRepo, toProject } from "./ProjectsRepo.js"
 
-const checkPath = (path: string, root: Option.Option<string>): string | null => {
+const checkShape = (path: string): string | null => {
   if (!isAbsolute(path)) return "path must be absolute"
   if (path.includes("\0")) return "path must not contain NUL"
   const normalised = normalize(path)
   if (normalised !== path && normalised !== path.replace(/\/+$/, "")) return `path must be normalised (${normalised})`
-  if (Option.isSome(root)) {
-    const rel = relative(root.value, normalised)
-    if (rel === "" || rel.startsWith(`..${sep}`) || rel === ".." || isAbsolute(rel)) {
-      return `path must be inside ${root.value}`
-    }
-  }
   return null
 }
+
+/** `inner` is `outer` itself or below it. */
+const within = (inner: string, outer: string): boolean => {
+  const rel = relative(outer, inner)
+  return rel === "" || (rel !== ".." && !rel.startsWith(`..${sep}`) && !isAbsolute(rel))
+}
+
+/** The path with every symlink resolved; for a path that does not exist yet, its nearest existing ancestor's. */
+const resolveReal = (path: string): Promise<string> =>
+  realpath(path).catch(async () => {
+    const parent = dirname(path)
+    return parent === path ? path : join(await resolveReal(parent), basename(path))
+  })
+
+interface Places {
+  readonly dataDir: string
+  readonly root: string
+}
+
+/** Why the actor may not put a project at `real` (symlinks resolved), or null. */
+const placementProblem = (real: string, places: Places, admin: boolean): string | null => {
+  if (within(places.dataDir, real)) return "path must not be the service's data directory or contain it"
+  if (within(real, places.dataDir) && !(within(real, places.root) && real !== places.root)) {
+    return `path must not be inside the service's data directory (other than inside ${places.root})`
+  }
+  if (!admin && (!within(real, places.root) || real === places.root)) return `path must be inside ${places.root}`
+  return null
+}
+
+const decodeCreate = decoder(ProjectCreate, "body")
+const decodeList = decoder(ProjectListParams, "query")
+const decodeDelete = decoder(ProjectDeleteParams, "query")
 
 const directoryExists = (path: string) =>
   Effect.promise(() =>
@@ -50,15 +97,29 @@ const pathExists = (path: string) =>
 export class Projects extends Effect.Service<Projects>()("@taskwright/core/Projects", {
   effect: Effect.gen(function* () {
     const repo = yield* ProjectsRepo
+    const events = yield* Events
     const config = yield* TaskwrightConfig
 
     /** Loads a project the actor may use: 404 when missing, 403 when another user's. */
     const load = (actor: Actor, id: ProjectId) =>
       Effect.flatMap(repo.get(id), (row) => authorizeOwned(actor, "project", id, row))
 
+    const projectsRoot = Option.getOrElse(config.projectsRoot, () => join(config.dataDir, "projects"))
+    // Resolved on first use, after the directories exist, so symlinked locations compare right.
+    let places: Places | undefined
+    const resolvePlaces = Effect.promise(async (): Promise<Places> => {
+      if (places !== undefined) return places
+      await mkdir(config.dataDir, { recursive: true })
+      await mkdir(projectsRoot, { recursive: true })
+      places = { dataDir: await resolveReal(config.dataDir), root: await resolveReal(projectsRoot) }
+      return places
+    })
+
     return {
       load,
-      list: fn("Projects.list")(function* (actor: Actor, page: Page) {
+      /** `GET /api/projects`; `query` as a client sends it ({@link ProjectListParams}). */
+      list: fn("Projects.list")(function* (actor: Actor, query: unknown) {
+        const page = yield* decodeList(query)
         const { projects, total } = yield* repo.list(seesAll(actor) ? null : actor.userId, page.limit, page.offset)
         return { projects, total, limit: page.limit, offset: page.offset } satisfies ProjectList
       }),
@@ -67,11 +128,23 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
         const task_count = yield* repo.taskCount(id)
         return { ...toProject(row), task_count } satisfies ProjectDetail
       }),
-      create: fn("Projects.create")(function* (actor: Actor, input: ProjectCreate) {
-        const problem = checkPath(input.path, config.projectsRoot)
-        if (problem !== null) return yield* BadRequest.field("path", problem)
+      /** `POST /api/projects`; `body` as a client sends it ({@link ProjectCreate}). */
+      create: fn("Projects.create")(function* (actor: Actor, body: unknown) {
+        const input = yield* decodeCreate(body)
+        const shape = checkShape(input.path)
+        if (shape !== null) return yield* BadRequest.field("path", shape)
         const path = normalize(input.path).replace(/(.)\/+$/, "$1")
         const gitUrl = input.git_url ?? null
+        const admin = seesAll(actor)
+        if (gitUrl?.startsWith("file:") && !admin) {
+          return yield* new Forbidden({
+            message: "cloning a file:// URL reads this host's files: only an admin may",
+            details: { field: "git_url", reason: "file_clone_needs_admin" }
+          })
+        }
+        const real = yield* Effect.promise(() => resolveReal(path))
+        const problem = placementProblem(real, yield* resolvePlaces, admin)
+        if (problem !== null) return yield* BadRequest.field("path", problem)
         if (gitUrl === null) {
           if (!(yield* directoryExists(path))) {
             return yield* BadRequest.field(
@@ -88,19 +161,35 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
             )
           )
         }
-        const row: ProjectRow = {
+        const row: ProjectRow & { readonly real_path: string } = {
           id: newProjectId(),
           owner_id: actor.userId,
           name: input.name,
           path,
+          real_path: yield* Effect.promise(() => resolveReal(path)),
           git_url: gitUrl,
           created_at: now()
         }
-        yield* repo.insert(row)
-        return toProject(row)
+        const project = toProject(row)
+        const claimed = yield* repo.transaction(
+          Effect.gen(function* () {
+            if (!(yield* repo.insertUnlessClaimed(row))) return false
+            yield* events.append([{ type: "project.created", ownerId: row.owner_id, data: project }], row.created_at)
+            return true
+          })
+        )
+        if (!claimed) {
+          return yield* new Conflict({
+            message: "another user's project already uses this path, one inside it, or one around it",
+            details: { field: "path", reason: "path_taken" }
+          })
+        }
+        return project
       }),
-      delete: fn("Projects.delete")(function* (actor: Actor, id: ProjectId, cascade: boolean) {
-        yield* load(actor, id)
+      /** `DELETE /api/projects/:id`; `query` as a client sends it ({@link ProjectDeleteParams}). */
+      delete: fn("Projects.delete")(function* (actor: Actor, id: ProjectId, query: unknown) {
+        const cascade = (yield* decodeDelete(query)).cascade === "true"
+        const project = yield* load(actor, id)
         if (yield* repo.hasRunningRuns(id)) {
           return yield* new Conflict({
             message: "the project has a running agent run",
@@ -113,7 +202,16 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
             details: { reason: "has_tasks" }
           })
         }
-        yield* repo.delete(id, cascade)
+        yield* repo.transaction(
+          Effect.gen(function* () {
+            const { tasks, deleted } = yield* repo.delete(id, cascade)
+            if (!deleted) return
+            yield* events.append(
+              [...tasks.map(taskDeleted), { type: "project.deleted", ownerId: project.owner_id, data: { id } }],
+              now()
+            )
+          })
+        )
         return { success: true as const }
       })
     }

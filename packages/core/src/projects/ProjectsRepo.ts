@@ -1,13 +1,15 @@
+import { dirname } from "node:path"
+import type { Project, ProjectId, TaskId } from "@taskwright/domain"
 import { Effect } from "effect"
-import type { ProjectId } from "../domain/Ids.js"
 import { StoreTag, statement } from "../store/Store.js"
-import type { Project } from "./Project.js"
 
 export interface ProjectRow {
   readonly id: ProjectId
   readonly owner_id: string
   readonly name: string
   readonly path: string
+  /** `path` with every symlink resolved when the project was created: what ownership is decided on. */
+  readonly real_path?: string
   readonly git_url: string | null
   readonly created_at: string
 }
@@ -17,7 +19,23 @@ const q = {
   get: statement<ProjectRow>("projects.get", `SELECT ${columns} FROM projects WHERE id = ?`),
   insert: statement(
     "projects.insert",
-    "INSERT INTO projects (id, owner_id, name, path, git_url, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO projects (id, owner_id, name, path, real_path, git_url, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+  ),
+  // SQLite serialises writers already (BEGIN IMMEDIATE); PostgreSQL needs the claim check and the
+  // insert under one lock, or two users could both take a free path.
+  lockPaths: statement<{ locked: unknown }>(
+    "projects.lockPaths",
+    "SELECT 1 AS locked",
+    "SELECT pg_advisory_xact_lock(727001) AS locked"
+  ),
+  // Another owner's project at the path, below it (`substr` rather than LIKE: paths may hold % and _),
+  // or at one of its ancestors (passed as a JSON array).
+  claimedByOther: statement<{ one: number }>(
+    "projects.claimedByOther",
+    `SELECT 1 AS one FROM projects WHERE owner_id <> ? AND (real_path = ? OR substr(real_path, 1, ?) = ?
+       OR real_path IN (SELECT value FROM json_each(?))) LIMIT 1`,
+    `SELECT 1 AS one FROM projects WHERE owner_id <> $1 AND (real_path = $2 OR substr(real_path, 1, $3) = $4
+       OR real_path IN (SELECT json_array_elements_text($5::json))) LIMIT 1`
   ),
   delete: statement("projects.delete", "DELETE FROM projects WHERE id = ?"),
   listOwn: statement<ProjectRow>(
@@ -37,11 +55,26 @@ const q = {
     "projects.taskCount",
     "SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE project_id = ?"
   ),
-  deleteTasks: statement("projects.deleteTasks", "DELETE FROM tasks WHERE project_id = ?"),
+  deleteTasks: statement<{ id: TaskId; owner_id: string; project_id: ProjectId | null }>(
+    "projects.deleteTasks",
+    "DELETE FROM tasks WHERE project_id = ? RETURNING id, owner_id, project_id"
+  ),
   runningRuns: statement<{ one: number }>(
     "projects.runningRuns",
     "SELECT 1 AS one FROM runs r JOIN tasks t ON t.id = r.task_id WHERE t.project_id = ? AND r.status = 'running' LIMIT 1"
   )
+}
+
+/** `/a/b/c` → `["/a/b", "/a", "/"]`. */
+const ancestors = (path: string): Array<string> => {
+  const out: Array<string> = []
+  let current = dirname(path)
+  while (current !== path) {
+    out.push(current)
+    path = current
+    current = dirname(current)
+  }
+  return out
 }
 
 export const toProject = (row: ProjectRow): Project => ({
@@ -58,8 +91,33 @@ export class ProjectsRepo extends Effect.Service<ProjectsRepo>()("@taskwright/co
     const store = yield* StoreTag
     return {
       get: (id: string) => store.get(q.get, [id]),
-      insert: (row: ProjectRow) =>
-        store.run(q.insert, [row.id, row.owner_id, row.name, row.path, row.git_url, row.created_at, row.created_at]),
+      /** Inserts the project unless another owner's project claims its real path; answers whether it did. */
+      insertUnlessClaimed: (row: ProjectRow & { readonly real_path: string }) =>
+        store.transaction(
+          Effect.gen(function* () {
+            yield* store.get(q.lockPaths)
+            const below = row.real_path === "/" ? "/" : `${row.real_path}/`
+            const taken = yield* store.get(q.claimedByOther, [
+              row.owner_id,
+              row.real_path,
+              below.length,
+              below,
+              JSON.stringify(ancestors(row.real_path))
+            ])
+            if (taken !== undefined) return false
+            yield* store.run(q.insert, [
+              row.id,
+              row.owner_id,
+              row.name,
+              row.path,
+              row.real_path,
+              row.git_url,
+              row.created_at,
+              row.created_at
+            ])
+            return true
+          })
+        ),
       list: (ownerId: string | null, limit: number, offset: number) =>
         Effect.all(
           ownerId === null
@@ -68,12 +126,14 @@ export class ProjectsRepo extends Effect.Service<ProjectsRepo>()("@taskwright/co
         ).pipe(Effect.map(([rows, count]) => ({ projects: rows.map(toProject), total: Number(count?.total ?? 0) }))),
       taskCount: (id: string) => Effect.map(store.get(q.taskCount, [id]), (r) => Number(r?.total ?? 0)),
       hasRunningRuns: (id: string) => Effect.map(store.get(q.runningRuns, [id]), (r) => r !== undefined),
-      /** Deletes the project, and its tasks first when `cascade`. */
+      transaction: store.transaction,
+      /** Deletes the project, and its tasks first when `cascade`; answers the tasks deleted and whether the project was. */
       delete: (id: string, cascade: boolean) =>
         store.transaction(
           Effect.gen(function* () {
-            if (cascade) yield* store.run(q.deleteTasks, [id])
-            return yield* store.run(q.delete, [id])
+            const tasks = cascade ? yield* store.all(q.deleteTasks, [id]) : []
+            const deleted = (yield* store.run(q.delete, [id])) > 0
+            return { tasks, deleted }
           })
         )
     }

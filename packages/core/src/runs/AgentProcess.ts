@@ -1,11 +1,23 @@
 /**
- * Supervision of one agent process: spawn with an argument vector in its own process group,
- * deliver its output line by line under a volume cap, stop it (or time it out) by signalling the
- * whole group, and report how it ended. Spawning never throws; failures resolve `exit`.
+ * Supervision of one agent process: spawn with an argument vector in its own process group
+ * (and, sandboxed, in bubblewrap's PID namespace), deliver its output line by line under a
+ * volume cap, stop it (or time it out) by signalling all of it, and report how it ended.
+ * Spawning never throws; failures resolve `exit`.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, type StdioOptions, spawn } from "node:child_process"
+import { accessSync, constants as fsConstants, statSync } from "node:fs"
+import { constants as osConstants } from "node:os"
+import { delimiter, isAbsolute, join, resolve } from "node:path"
 import type { Readable } from "node:stream"
 import { Effect } from "effect"
+import {
+  killNamespace,
+  type PidNamespace,
+  pidNamespace,
+  signalNamespace,
+  waitGroupGone,
+  waitNamespaceGone
+} from "./ProcessGroups.js"
 
 /** Which pipe a line came from. */
 export type OutputStream = "stdout" | "stderr"
@@ -24,6 +36,16 @@ export interface AgentExit {
   readonly truncated: boolean
   /** Why spawning failed (`spawn_error`), otherwise null. */
   readonly error: string | null
+}
+
+/**
+ * Runs the agent inside bubblewrap: its program and the options that build the sandbox (see
+ * `Sandbox.ts`). The options must include `--unshare-pid` and `--die-with-parent`: the agent and
+ * everything it starts live in a PID namespace that ends with bwrap, and bwrap ends with us.
+ */
+export interface SandboxSpawn {
+  readonly bwrap: string
+  readonly args: ReadonlyArray<string>
 }
 
 /** What to run and how to watch it. */
@@ -55,16 +77,30 @@ export interface SpawnAgentOptions {
    * them) before closing them ourselves (default 2 s).
    */
   readonly drainMs?: number
+  /** Contain the agent in a sandbox; without, it is a plain child in its own process group. */
+  readonly sandbox?: SandboxSpawn
 }
 
 /** A running agent. */
 export interface AgentHandle {
-  /** The child's pid (also its process group id), or null when spawning failed. */
+  /**
+   * The child's pid (also its process group id), or null when spawning failed. Sandboxed, the
+   * child is bwrap; the agent runs below it in its own PID namespace.
+   */
   readonly pid: number | null
   /** Resolves once the process has exited and its output has been delivered. Never rejects. */
   readonly exit: Promise<AgentExit>
-  /** SIGTERM to the process group now, SIGKILL after `graceMs` (default 5 s). Safe to call again, and after the end. */
+  /**
+   * SIGTERM to every process of the agent now (its process group; sandboxed, every process of
+   * its PID namespace, whatever group or session it moved to), SIGKILL after `graceMs` (default
+   * 5 s). Safe to call again, and after the end.
+   */
   stop(graceMs?: number): void
+  /**
+   * Resolves once no process of the agent is left (its process group, and sandboxed its PID
+   * namespace), killing what is left after `timeoutMs`; answers whether all is gone.
+   */
+  gone(timeoutMs: number): Promise<boolean>
   /**
    * Stops reading the agent's output, for a consumer that cannot keep up: once the pipes are full
    * the agent's writes block. Reading resumes with `resume()`, and by itself when the process exits.
@@ -234,20 +270,68 @@ const failedSpawn = (error: unknown): AgentHandle => ({
     error: error instanceof Error ? error.message : String(error)
   }),
   stop: () => {},
+  gone: () => Promise.resolve(true),
   pause: () => {},
   resume: () => {}
 })
 
+/** True when `path` is a file this process may execute. */
+const isExecutable = (path: string): boolean => {
+  try {
+    accessSync(path, fsConstants.X_OK)
+    return statSync(path).isFile()
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Where `command` is, as `execvp` would find it (a name with a slash is a path); null when it is
+ * nowhere. Checked before a sandbox is made, so a missing program is a failed start, as it is
+ * without one, rather than bwrap's own exit code.
+ */
+export const resolveProgram = (command: string, cwd: string, path: string | undefined): string | null => {
+  if (command.includes("/")) {
+    const full = isAbsolute(command) ? command : resolve(cwd, command)
+    return isExecutable(full) ? full : null
+  }
+  for (const dir of (path ?? "").split(delimiter)) {
+    if (dir === "" || !isAbsolute(dir)) continue
+    const full = join(dir, command)
+    if (isExecutable(full)) return full
+  }
+  return null
+}
+
+/** Signal names by number, to read bwrap's exit codes (128 + n for a child killed by signal n). */
+const SIGNAL_NAMES = new Map<number, string>(Object.entries(osConstants.signals).map(([name, n]) => [n, name]))
+
+/** The file descriptor bwrap writes the sandbox's pids to (`--info-fd`). */
+const INFO_FD = 3
+
 const trySpawn = (options: SpawnAgentOptions): ChildProcess | Error => {
   try {
-    return spawn(options.command, [...options.args], {
-      cwd: options.cwd,
-      env: { ...options.env },
-      // Own process group, so a stop reaches whatever the agent started.
-      detached: true,
-      stdio: [options.stdin === null ? "ignore" : "pipe", "pipe", "pipe"],
-      windowsHide: true
-    })
+    const stdin = options.stdin === null ? "ignore" : "pipe"
+    const sandbox = options.sandbox
+    if (sandbox === undefined) {
+      return spawn(options.command, [...options.args], {
+        cwd: options.cwd,
+        env: { ...options.env },
+        // Own process group, so a stop reaches whatever the agent started.
+        detached: true,
+        stdio: [stdin, "pipe", "pipe"],
+        windowsHide: true
+      })
+    }
+    if (resolveProgram(options.command, options.cwd, options.env.PATH) === null) {
+      return Object.assign(new Error(`spawn ${options.command} ENOENT`), { code: "ENOENT" })
+    }
+    const stdio: StdioOptions = [stdin, "pipe", "pipe", "pipe"]
+    return spawn(
+      sandbox.bwrap,
+      [...sandbox.args, "--info-fd", String(INFO_FD), "--", options.command, ...options.args],
+      { cwd: options.cwd, env: { ...options.env }, detached: true, stdio, windowsHide: true }
+    )
   } catch (error) {
     // Invalid arguments (a NUL byte in an argument, ...) throw synchronously.
     return error instanceof Error ? error : new Error(String(error))
@@ -256,12 +340,12 @@ const trySpawn = (options: SpawnAgentOptions): ChildProcess | Error => {
 
 const watchStream = (
   stream: Readable | null,
-  name: OutputStream,
+  deliver: (line: string) => void,
   sink: ReturnType<typeof makeSink>,
   maxLineLength: number
 ): LineSplitter | null => {
   if (stream === null) return null
-  const splitter = new LineSplitter((line) => sink.deliver(name, line), maxLineLength)
+  const splitter = new LineSplitter(deliver, maxLineLength)
   // The decoder keeps multi-byte characters that straddle two chunks intact.
   stream.setEncoding("utf8")
   stream.on("data", (chunk: string) => {
@@ -285,10 +369,6 @@ export const spawnAgent = (options: SpawnAgentOptions): AgentHandle => {
   const graceMs = options.graceMs ?? DEFAULT_GRACE_MS
   const maxLineLength = options.maxLineLength ?? DEFAULT_MAX_LINE_LENGTH
   const sink = makeSink(options)
-  const splitters = [
-    watchStream(child.stdout, "stdout", sink, maxLineLength),
-    watchStream(child.stderr, "stderr", sink, maxLineLength)
-  ]
 
   let stopReason: "timeout" | "stopped" | null = null
   let exited: { readonly code: number | null; readonly signal: string | null } | null = null
@@ -300,14 +380,74 @@ export const spawnAgent = (options: SpawnAgentOptions): AgentHandle => {
     resolveExit = resolve
   })
 
-  /** SIGTERM to the group now and, if anyone was there, SIGKILL after `grace`. */
-  const terminate = (grace: number): void => {
-    if (pid === null || !signalGroup(pid, "SIGTERM")) return
-    const timer = setTimeout(() => signalGroup(pid, "SIGKILL"), grace)
+  const sandboxed = options.sandbox !== undefined
+  // Sandboxed: the agent's PID namespace, once bwrap has said where it is.
+  let namespace: PidNamespace | null = null
+  let pendingGrace: number | null = null
+  let lastBwrapError: string | null = null
+
+  const later = (fn: () => void, ms: number): void => {
+    const timer = setTimeout(fn, ms)
     // Once the run is over, a pending SIGKILL must not keep the service alive on shutdown.
     if (settled) timer.unref()
     killTimers.push(timer)
   }
+
+  /** SIGTERM to all of the agent now and, if anyone was there, SIGKILL after `grace`. */
+  const terminate = (grace: number): void => {
+    if (pid === null) return
+    if (!sandboxed) {
+      if (signalGroup(pid, "SIGTERM")) later(() => signalGroup(pid, "SIGKILL"), grace)
+      return
+    }
+    const ns = namespace
+    if (ns === null) {
+      // bwrap has not said yet where the agent is: terminate once it does, and in any case
+      // SIGKILL bwrap after the grace period (its namespace dies with it).
+      pendingGrace = Math.min(pendingGrace ?? grace, grace)
+      later(() => signalGroup(pid, "SIGKILL"), grace)
+      return
+    }
+    // bwrap itself is spared the SIGTERM: its death would SIGKILL the namespace at once.
+    signalNamespace(ns, "SIGTERM")
+    later(() => {
+      killNamespace(ns)
+      signalGroup(pid, "SIGKILL")
+    }, grace)
+  }
+
+  const info = sandboxed ? (child.stdio[INFO_FD] as Readable | null | undefined) : null
+  if (info !== null && info !== undefined) {
+    let text = ""
+    info.setEncoding("utf8")
+    info.on("data", (chunk: string) => {
+      if (namespace !== null) return
+      text += chunk
+      try {
+        const parsed = JSON.parse(text) as { readonly "child-pid"?: unknown; readonly "pid-namespace"?: unknown }
+        const childPid = parsed["child-pid"]
+        const nsId = parsed["pid-namespace"]
+        if (typeof childPid === "number" && typeof nsId === "number") namespace = pidNamespace(childPid, nsId)
+      } catch {
+        return // not all of it yet
+      }
+      if (namespace !== null && pendingGrace !== null) terminate(pendingGrace)
+    })
+    info.on("error", () => {})
+  }
+
+  const splitters = [
+    watchStream(child.stdout, (line) => sink.deliver("stdout", line), sink, maxLineLength),
+    watchStream(
+      child.stderr,
+      (line) => {
+        if (sandboxed && namespace === null && line.startsWith("bwrap: ")) lastBwrapError = line.slice(7)
+        sink.deliver("stderr", line)
+      },
+      sink,
+      maxLineLength
+    )
+  ]
 
   const settle = (result: AgentExit): void => {
     if (settled) return
@@ -320,8 +460,20 @@ export const spawnAgent = (options: SpawnAgentOptions): AgentHandle => {
   const finish = (): void => {
     if (exited === null || settled) return
     for (const splitter of splitters) splitter?.end()
+    let { code, signal } = exited
+    if (sandboxed && namespace === null) {
+      // bwrap exited without starting the agent: its own error is on stderr.
+      const why = lastBwrapError ?? `the sandbox could not be set up (bwrap exited with ${code ?? signal})`
+      settle({ code: null, signal: null, reason: "spawn_error", truncated: sink.truncated(), error: why })
+      return
+    }
+    // bwrap reports an agent killed by signal n as exit code 128 + n.
+    if (sandboxed && code !== null && code > 128 && SIGNAL_NAMES.has(code - 128)) {
+      signal = SIGNAL_NAMES.get(code - 128) ?? null
+      code = null
+    }
     const reason = stopReason ?? "exit"
-    settle({ code: exited.code, signal: exited.signal, reason, truncated: sink.truncated(), error: null })
+    settle({ code, signal, reason, truncated: sink.truncated(), error: null })
     terminate(graceMs) // leftovers of a finished run
   }
 
@@ -371,7 +523,16 @@ export const spawnAgent = (options: SpawnAgentOptions): AgentHandle => {
     child.stdin.end(options.stdin)
   }
 
-  return { pid, exit, stop, pause, resume }
+  const gone = async (timeoutMs: number): Promise<boolean> => {
+    if (pid === null) return true
+    const deadline = Date.now() + timeoutMs
+    const groupGone = await waitGroupGone(pid, timeoutMs)
+    const ns = namespace
+    if (ns === null) return groupGone
+    return (await waitNamespaceGone(ns, Math.max(0, deadline - Date.now()))) && groupGone
+  }
+
+  return { pid, exit, stop, gone, pause, resume }
 }
 
 /**

@@ -1,16 +1,22 @@
 /**
- * Git operations for agent runs, hardened against the repositories they work on.
+ * Git operations for agent runs, hardened against the repositories they work on and the agents
+ * that work in them.
  *
- * A project's repository is user-controlled, so git must never run code from it: every call
- * disables hooks and fsmonitor, neutralises clean/smudge filters configured in the repository's
- * own config, never uses external diff or textconv, signs nothing, runs without a terminal
- * (no prompts) and with an environment free of inherited `GIT_*` variables. User-supplied names
- * come after `--end-of-options`. Git is always spawned with an argument vector, never a shell.
+ * A project's repository is user-controlled and a run's worktree agent-controlled, so git must
+ * never run code from either: every call disables hooks and fsmonitor, neutralises clean/smudge
+ * filters configured in the repository's own config, never looks inside nested repositories or
+ * submodules, never uses external diff or textconv, signs nothing, and runs without a terminal
+ * (no prompts). It reads no configuration but the repository's own: the global and system files
+ * are /dev/null, `HOME` and `XDG_CONFIG_HOME` point where nothing can be written, and the
+ * environment is an allow-list (PATH, locale, time zone, transport settings) that carries none
+ * of the service's secrets. User-supplied names come after `--end-of-options`. Git is always
+ * spawned with an argument vector, never a shell.
  */
 import { spawn } from "node:child_process"
-import { createReadStream } from "node:fs"
-import { lstat, realpath } from "node:fs/promises"
-import { isAbsolute, join, resolve } from "node:path"
+import { constants as fsConstants } from "node:fs"
+import { copyFile, lstat, mkdir, open, readFile, realpath, rm, writeFile } from "node:fs/promises"
+import { dirname, isAbsolute, join, resolve } from "node:path"
+import { validateBranchName } from "@taskwright/domain"
 import { Data, Effect } from "effect"
 
 /** A git command failed or could not be run; `stderr` is git's own explanation. */
@@ -19,12 +25,25 @@ export class GitError extends Data.TaggedError("GitError")<{
   readonly stderr: string
 }> {}
 
-/** The config every git invocation starts with. */
+/**
+ * The config every git invocation starts with. Child gits (`worktree remove`'s status, ...) get
+ * it too, through `GIT_CONFIG_PARAMETERS`.
+ */
 export const SAFE_GIT_CONFIG: ReadonlyArray<string> = [
   "-c",
   "core.hooksPath=/dev/null",
   "-c",
   "core.fsmonitor=false",
+  // The defaults live under XDG_CONFIG_HOME; named here as well, whatever the environment says.
+  "-c",
+  "core.attributesFile=/dev/null",
+  "-c",
+  "core.excludesFile=/dev/null",
+  // A nested repository in a worktree is the agent's: git must not start a git inside it.
+  "-c",
+  "diff.ignoreSubmodules=all",
+  "-c",
+  "submodule.recurse=false",
   "--no-pager",
   "--no-optional-locks"
 ]
@@ -32,16 +51,64 @@ export const SAFE_GIT_CONFIG: ReadonlyArray<string> = [
 const DEFAULT_TIMEOUT_MS = 120_000
 const CLONE_TIMEOUT_MS = 600_000
 
-/** Inherited `GIT_*` variables that only tune transport, kept so operators' setups still work. */
-const GIT_PASSTHROUGH = new Set(["GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH"])
+/**
+ * The variables of the service's environment git may see: where programs are, the locale and
+ * time zone, and what transports need (ssh, proxies, CA bundles). Everything else stays behind:
+ * the service's secrets (`TASKWRIGHT_*`, `DATABASE_URL`, ...), and `GIT_DIR`, `GIT_CONFIG_*` and
+ * the like, which would redirect or reconfigure git.
+ */
+const GIT_ENV_ALLOWED = new Set([
+  "PATH",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "GIT_SSH",
+  "GIT_SSH_COMMAND",
+  "GIT_SSH_VARIANT",
+  "GIT_SSL_CAINFO",
+  "GIT_SSL_CAPATH",
+  "SSH_AUTH_SOCK",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "ALL_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "all_proxy",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "CURL_CA_BUNDLE"
+])
 
-const gitEnv = (extra: Readonly<Record<string, string>>): Record<string, string> => {
+/**
+ * Fixed for every call. /dev/null is not a directory: nothing can ever be written below it, so
+ * no `~/.gitconfig`, `~/.config/git/attributes` or `~/.config/git/ignore` can appear there (an
+ * agent running as the service's user could create any real directory).
+ */
+const GIT_ENV_FIXED: Readonly<Record<string, string>> = {
+  HOME: "/dev/null",
+  XDG_CONFIG_HOME: "/dev/null",
+  GIT_CONFIG_GLOBAL: "/dev/null",
+  GIT_CONFIG_SYSTEM: "/dev/null",
+  GIT_CONFIG_NOSYSTEM: "1",
+  GIT_ATTR_NOSYSTEM: "1",
+  GIT_NO_REPLACE_OBJECTS: "1",
+  GIT_TERMINAL_PROMPT: "0",
+  GIT_OPTIONAL_LOCKS: "0",
+  LC_ALL: "C"
+}
+
+/** The environment of the service's git: the allow-listed variables of `processEnv`, `extra`, and the fixed settings. */
+export const serviceGitEnv = (
+  processEnv: Readonly<Record<string, string | undefined>>,
+  extra: Readonly<Record<string, string>> = {}
+): Record<string, string> => {
   const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    // GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, GIT_CONFIG_* ... would redirect or reconfigure git.
-    if (value !== undefined && (!key.startsWith("GIT_") || GIT_PASSTHROUGH.has(key))) env[key] = value
+  for (const [key, value] of Object.entries(processEnv)) {
+    if (value !== undefined && (GIT_ENV_ALLOWED.has(key) || key.startsWith("LC_"))) env[key] = value
   }
-  return { ...env, GIT_TERMINAL_PROMPT: "0", LC_ALL: "C", ...extra }
+  return { ...env, ...extra, ...GIT_ENV_FIXED }
 }
 
 interface GitResult {
@@ -78,7 +145,7 @@ const runGit = (args: ReadonlyArray<string>, options: RunOptions = {}): Effect.E
   Effect.async<GitResult, GitError>((resume) => {
     const fullArgs = [...SAFE_GIT_CONFIG, ...args]
     const child = spawn("git", fullArgs, {
-      env: gitEnv(options.env ?? {}),
+      env: serviceGitEnv(process.env, options.env),
       detached: true,
       stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"]
     })
@@ -130,31 +197,7 @@ const fail = (message: string): Effect.Effect<never, GitError> => Effect.fail(ne
 // ---------------------------------------------------------------------------------------------
 // Validation
 
-const BRANCH_CHARS = /^[A-Za-z0-9._/-]+$/
 const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/
-
-/**
- * Checks a branch name: `^[A-Za-z0-9._/-]+$`, no leading `-`, no `@`, at most 200 characters,
- * and `git check-ref-format --branch` rules (no `..`, no `//`, no component starting with `.`
- * or ending with `.lock`, not ending with `/` or `.`, not `HEAD`). Returns why it is refused,
- * or null when it is fine.
- */
-export const validateBranchName = (name: string): string | null => {
-  if (name.length === 0) return "branch name is empty"
-  if (name.length > 200) return "branch name is longer than 200 characters"
-  if (!BRANCH_CHARS.test(name)) return "branch name may only contain letters, digits, '.', '_', '/' and '-'"
-  if (name.startsWith("-")) return "branch name may not start with '-'"
-  if (name.includes("..")) return "branch name may not contain '..'"
-  if (name.startsWith("/") || name.endsWith("/")) return "branch name may not start or end with '/'"
-  if (name.includes("//")) return "branch name may not contain '//'"
-  if (name.endsWith(".")) return "branch name may not end with '.'"
-  if (name === "HEAD") return "branch name may not be HEAD"
-  for (const component of name.split("/")) {
-    if (component.startsWith(".")) return "a branch name component may not start with '.'"
-    if (component.endsWith(".lock")) return "a branch name component may not end with '.lock'"
-  }
-  return null
-}
 
 /**
  * Checks a clone URL: `https://`, `ssh://`, `file://` or scp-like `git@host:path`. Everything
@@ -222,16 +265,27 @@ const filterOverrides = (repoPath: string): Effect.Effect<ReadonlyArray<string>,
     ])
   })
 
+/** The repository's shared git directory (`.git` of the main checkout), absolute and resolved. */
+const commonDir = (dir: string): Effect.Effect<string, GitError> =>
+  Effect.flatMap(gitOut(["-C", dir, "rev-parse", "--path-format=absolute", "--git-common-dir"]), (out) =>
+    realOrSelf(out.trim())
+  )
+
 /**
  * Runs git in `dir` with the repository's own filters disabled, after checking that `dir` is the
  * top of a work tree: if a worktree lost its `.git` file, git would otherwise walk up and act on
- * whatever repository encloses it.
+ * whatever repository encloses it. With `repoPath`, `dir` must also be a work tree of that
+ * repository: a `.git` file rewritten to point at another repository is refused.
  */
-const gitIn = (dir: string) =>
+const gitIn = (dir: string, repoPath?: string) =>
   Effect.gen(function* () {
     const top = yield* gitOut(["-C", dir, "rev-parse", "--show-toplevel"])
     const [actual, expected] = yield* Effect.all([realOrSelf(top.trim()), realOrSelf(dir)])
     if (actual !== expected) return yield* fail(`${dir} is not the top of a git work tree`)
+    if (repoPath !== undefined) {
+      const [mine, theirs] = yield* Effect.all([commonDir(dir), commonDir(absolute(repoPath))])
+      if (mine !== theirs) return yield* fail(`${dir} is not a work tree of ${repoPath}`)
+    }
     const overrides = yield* filterOverrides(dir)
     return {
       run: (args: ReadonlyArray<string>, options?: RunOptions) => runGit([...overrides, "-C", dir, ...args], options),
@@ -335,14 +389,30 @@ const exists = (path: string): Effect.Effect<boolean> =>
     )
   )
 
+/** Paths of `git status --porcelain=v1 -z` output (a rename's source skipped, a directory's `/` dropped). */
+const statusPaths = (out: string): ReadonlyArray<string> => {
+  const fields = out.split("\0")
+  const paths: Array<string> = []
+  for (let i = 0; i < fields.length; i++) {
+    const field = fields[i] ?? ""
+    if (field.length < 4) continue
+    paths.push(field.slice(3).replace(/\/$/, ""))
+    if (field[0] === "R" || field[0] === "C") i++
+  }
+  return paths
+}
+
 /**
  * Removes a run's worktree; the branch, and so every commit made in it, stays. A worktree with
- * uncommitted or untracked (non-ignored) files is kept and reported `dirty` — commit first.
- * Refuses paths that are not linked worktrees of `repoPath` (including the main checkout).
+ * uncommitted or untracked (non-ignored) files is kept and reported `dirty` — commit first —
+ * unless every such file is in `discard` (what `commitAll` refused to commit: those are removed
+ * with the worktree). Refuses paths that are not linked worktrees of `repoPath` (including the
+ * main checkout).
  */
 export const removeWorktree = Effect.fn("GitWorkspace.removeWorktree")(function* (options: {
   readonly repoPath: string
   readonly worktreePath: string
+  readonly discard?: ReadonlyArray<string>
 }) {
   const repoPath = absolute(options.repoPath)
   const target = yield* realOrSelf(options.worktreePath)
@@ -358,12 +428,16 @@ export const removeWorktree = Effect.fn("GitWorkspace.removeWorktree")(function*
     yield* runGit(["-C", repoPath, "worktree", "prune"])
     return "missing" satisfies RemoveWorktreeResult
   }
-  const git = yield* gitIn(target)
-  const status = yield* git.out(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=none"])
-  if (status !== "") return "dirty" satisfies RemoveWorktreeResult
+  const git = yield* gitIn(target, repoPath)
+  const dirty = statusPaths(
+    yield* git.out(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all"])
+  )
+  const discard = options.discard ?? []
+  const discarded = (path: string) => discard.some((d) => path === d || path.startsWith(`${d}/`))
+  if (!dirty.every(discarded)) return "dirty" satisfies RemoveWorktreeResult
   // `worktree remove` checks cleanliness itself with a `git status` child, which needs the overrides too.
   const repoGit = yield* gitIn(repoPath)
-  yield* repoGit.run(["worktree", "remove", "--end-of-options", target])
+  yield* repoGit.run(["worktree", "remove", ...(dirty.length > 0 ? ["--force"] : []), "--end-of-options", target])
   return "removed" satisfies RemoveWorktreeResult
 })
 
@@ -372,24 +446,103 @@ export const removeWorktree = Effect.fn("GitWorkspace.removeWorktree")(function*
 
 /** What to commit and as whom. */
 export interface CommitAllOptions {
+  /** The repository the worktree must belong to. */
+  readonly repoPath: string
   readonly worktreePath: string
   readonly message: string
   readonly authorName: string
   readonly authorEmail: string
 }
 
+/** A path of the worktree left out of the commit, and why. */
+export interface RefusedPath {
+  readonly path: string
+  readonly reason: string
+}
+
+/** The new commit (null when there was nothing to commit) and what was left out. */
+export interface CommitResult {
+  readonly sha: string | null
+  readonly refused: ReadonlyArray<RefusedPath>
+}
+
 const DEFAULT_MESSAGE = "Taskwright run"
 
+type Screened =
+  | { readonly kind: "stage" }
+  | { readonly kind: "skip" }
+  | { readonly kind: "refuse"; readonly reason: string }
+
 /**
- * Stages everything in the worktree (new files included, ignored files not) and commits it as
- * the given author and committer, without hooks or signing. Returns the new commit's sha, or
- * null when there was nothing to commit.
+ * Decides what happens to one changed path. A hard link's content may be any file of the host
+ * the agent could link (`/etc/passwd`, another run's files), so a regular file with more than
+ * one name is never staged; neither is a nested repository or a submodule's checkout. Symlinks
+ * are staged as links (git stores the target path, never what it points to). A path below a
+ * symlink or a file that replaced its directory is skipped: git sees it as gone, and the entry
+ * that replaced the directory is staged on its own.
+ */
+const screen = async (root: string, path: string, directories: Map<string, boolean>): Promise<Screened> => {
+  if (path.endsWith("/")) return { kind: "refuse", reason: "a nested git repository" }
+  const parts = path.split("/")
+  for (let i = 1; i < parts.length; i++) {
+    const prefix = parts.slice(0, i).join("/")
+    let isDirectory = directories.get(prefix)
+    if (isDirectory === undefined) {
+      const info = await lstat(join(root, prefix)).catch(() => null)
+      // A missing directory is a deletion: what was below it is gone.
+      isDirectory = info === null || info.isDirectory()
+      directories.set(prefix, isDirectory)
+    }
+    if (!isDirectory) return { kind: "skip" }
+  }
+  const info = await lstat(join(root, path)).catch(() => null)
+  if (info === null || info.isSymbolicLink()) return { kind: "stage" }
+  if (info.isDirectory()) {
+    // A tracked file that became a directory: what is inside is listed on its own.
+    const nested = await lstat(join(root, path, ".git")).then(
+      () => true,
+      () => false
+    )
+    return nested ? { kind: "refuse", reason: "a nested git repository or submodule" } : { kind: "skip" }
+  }
+  if (!info.isFile()) return { kind: "refuse", reason: "not a regular file, a directory or a symlink" }
+  if (info.nlink > 1) {
+    return {
+      kind: "refuse",
+      reason: `a hard link (${info.nlink} names for one file): its content may be a file from outside the worktree`
+    }
+  }
+  return { kind: "stage" }
+}
+
+/**
+ * Stages what changed in the worktree (new files included, ignored files not) and commits it as
+ * the given author and committer, without hooks or signing. Hard links and nested repositories
+ * are left out and reported in `refused`. What an agent may have staged itself is not taken on
+ * trust: the index is reset to the branch's commit first, and only paths checked here are staged.
  */
 export const commitAll = Effect.fn("GitWorkspace.commitAll")(function* (options: CommitAllOptions) {
-  const git = yield* gitIn(absolute(options.worktreePath))
-  yield* git.run(["add", "--all"])
+  const root = absolute(options.worktreePath)
+  const git = yield* gitIn(root, options.repoPath)
+  yield* git.run(["reset", "--quiet", "--no-refresh"])
+  const listed = yield* git.out(["ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard"])
+  const paths = [...new Set(listed.split("\0").filter((path) => path !== ""))]
+  const directories = new Map<string, boolean>()
+  const stage: Array<string> = []
+  const refused: Array<RefusedPath> = []
+  for (const path of paths) {
+    const verdict = yield* Effect.promise(() => screen(root, path, directories))
+    if (verdict.kind === "stage") stage.push(path)
+    else if (verdict.kind === "refuse") refused.push({ path: path.replace(/\/$/, ""), reason: verdict.reason })
+  }
+  if (stage.length > 0) {
+    // update-index takes each path as it is (no pathspec matching, linear in the paths).
+    yield* git.run(["update-index", "--add", "--remove", "--replace", "-z", "--stdin"], {
+      input: `${stage.join("\0")}\0`
+    })
+  }
   const staged = yield* git.run(["diff", "--cached", "--quiet", "--no-ext-diff"], { okCodes: [0, 1] })
-  if (staged.code === 0) return null
+  if (staged.code === 0) return { sha: null, refused } satisfies CommitResult
   // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL cannot be part of a message
   const message = options.message.replace(/\u0000/g, "").trim() || DEFAULT_MESSAGE
   const identity = {
@@ -405,6 +558,8 @@ export const commitAll = Effect.fn("GitWorkspace.commitAll")(function* (options:
       "gc.auto=0",
       "-c",
       "maintenance.auto=false",
+      "-c",
+      "status.submoduleSummary=false",
       "commit",
       "--quiet",
       "--no-verify",
@@ -414,7 +569,8 @@ export const commitAll = Effect.fn("GitWorkspace.commitAll")(function* (options:
     ],
     { input: message, env: identity }
   )
-  return (yield* git.out(["rev-parse", "--verify", "HEAD^{commit}"])).trim()
+  const sha = (yield* git.out(["rev-parse", "--verify", "HEAD^{commit}"])).trim()
+  return { sha, refused } satisfies CommitResult
 })
 
 /** What a run changed, as the run's `output` reports it. */
@@ -427,23 +583,39 @@ export interface DiffStats {
 /** Git's own heuristic: a NUL byte in the first 8000 bytes makes a file binary. */
 const BINARY_PROBE_BYTES = 8000
 
-/** Lines of a new file as `git diff --numstat` would count them; 0 for binary files. */
+/**
+ * Lines of a new file as `git diff --numstat` would count them; 0 for binary files, and for
+ * hard links (never committed). Opened without following a link and without blocking, then
+ * checked again: an agent may swap the file for a symlink or a FIFO at any moment.
+ */
 const countFileLines = (path: string): Effect.Effect<number> =>
   Effect.promise(async () => {
     const info = await lstat(path).catch(() => null)
     if (info === null) return 0
     if (info.isSymbolicLink()) return 1 // git stores the target as a one-line blob
-    if (!info.isFile() || info.size === 0) return 0
-    let newlines = 0
-    let seen = 0
-    let last = 0
-    for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
-      if (seen < BINARY_PROBE_BYTES && chunk.subarray(0, BINARY_PROBE_BYTES - seen).includes(0)) return 0
-      seen += chunk.length
-      for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) newlines++
-      last = chunk[chunk.length - 1] ?? last
+    if (!info.isFile() || info.size === 0 || info.nlink > 1) return 0
+    const file = await open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
+    try {
+      const opened = await file.stat()
+      if (!opened.isFile() || opened.nlink > 1) return 0
+      const buffer = Buffer.alloc(64 * 1024)
+      let newlines = 0
+      let seen = 0
+      let last = 0
+      for (;;) {
+        const { bytesRead } = await file.read(buffer, 0, buffer.length, null)
+        if (bytesRead === 0) break
+        const chunk = buffer.subarray(0, bytesRead)
+        if (seen < BINARY_PROBE_BYTES && chunk.subarray(0, BINARY_PROBE_BYTES - seen).includes(0)) return 0
+        seen += bytesRead
+        for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) newlines++
+        last = chunk[bytesRead - 1] ?? last
+      }
+      if (seen === 0) return 0
+      return last === 10 ? newlines : newlines + 1
+    } finally {
+      await file.close()
     }
-    return last === 10 ? newlines : newlines + 1
   }).pipe(Effect.orElseSucceed(() => 0))
 
 const parseNumstat = (out: string): Array<{ path: string; added: number; removed: number }> =>
@@ -463,12 +635,13 @@ const parseNumstat = (out: string): Array<{ path: string; added: number; removed
  * worktree's index nor its files.
  */
 export const diffStats = Effect.fn("GitWorkspace.diffStats")(function* (options: {
+  readonly repoPath: string
   readonly worktreePath: string
   readonly baseSha: string
 }) {
   if (!SHA.test(options.baseSha)) return yield* fail(`not a commit sha: ${options.baseSha}`)
   const worktreePath = absolute(options.worktreePath)
-  const git = yield* gitIn(worktreePath)
+  const git = yield* gitIn(worktreePath, options.repoPath)
   const tracked = parseNumstat(
     yield* git.out([
       "diff",
@@ -477,7 +650,7 @@ export const diffStats = Effect.fn("GitWorkspace.diffStats")(function* (options:
       "--no-renames",
       "--no-ext-diff",
       "--no-textconv",
-      "--ignore-submodules=none",
+      "--ignore-submodules=all",
       "--end-of-options",
       options.baseSha,
       "--"
@@ -500,33 +673,144 @@ export const diffStats = Effect.fn("GitWorkspace.diffStats")(function* (options:
 })
 
 // ---------------------------------------------------------------------------------------------
+// The agent's own repository
+
+/** An agent's private git directory and the object directories it reads from. */
+export interface AgentGitDir {
+  readonly gitDir: string
+  /** The project's object directory and those it borrows from in turn: the sandbox shows them read-only. */
+  readonly objectDirs: ReadonlyArray<string>
+}
+
+/** `objects/info/alternates` of `objectsDir`, absolute; relative entries are relative to `objectsDir`. */
+const alternatesOf = async (objectsDir: string): Promise<ReadonlyArray<string>> => {
+  const text = await readFile(join(objectsDir, "info", "alternates"), "utf8").catch(() => "")
+  return text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && !line.startsWith("#"))
+    .map((line) => resolve(objectsDir, line))
+}
+
+/** `dir` and the object directories it borrows from, transitively (git follows at most 5 levels). */
+const objectChain = async (dir: string): Promise<ReadonlyArray<string>> => {
+  const chain = [dir]
+  for (let i = 0; i < chain.length && chain.length < 64; i++) {
+    const current = chain[i]
+    if (current === undefined) break
+    for (const next of await alternatesOf(current)) if (!chain.includes(next)) chain.push(next)
+  }
+  return chain
+}
+
+const copyIfPresent = (from: string, to: string): Promise<void> =>
+  copyFile(from, to).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== "ENOENT") throw error
+  })
+
+/**
+ * Makes `gitDir` a repository of its own for the agent of a run, over the files of the run's
+ * worktree: HEAD on the run's branch, the project's branches and tags, an index matching the
+ * checkout, and the project's objects borrowed read-only (`objects/info/alternates`). The agent
+ * may commit, branch and configure it as it likes: nothing it writes there reaches the project,
+ * whose own git directory it never sees. Its identity is a placeholder; the service commits the
+ * files of the worktree on the run's branch at the end.
+ */
+export const prepareAgentGitDir = Effect.fn("GitWorkspace.prepareAgentGitDir")(function* (options: {
+  readonly repoPath: string
+  readonly worktreePath: string
+  readonly gitDir: string
+  readonly branch: string
+}) {
+  const invalid = validateBranchName(options.branch)
+  if (invalid !== null) return yield* fail(invalid)
+  const git = yield* gitIn(absolute(options.worktreePath), options.repoPath)
+  const [linked = "", common = "", format = "sha1"] = (yield* git.out([
+    "rev-parse",
+    "--path-format=absolute",
+    "--git-dir",
+    "--git-common-dir",
+    "--show-object-format"
+  ]))
+    .trim()
+    .split("\n")
+  const tip = (yield* git.out(["rev-parse", "--verify", "HEAD^{commit}"])).trim()
+  const refs = (yield* git.out(["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags"]))
+    .split("\n")
+    .filter((line) => line !== "" && !line.endsWith(` refs/heads/${options.branch}`))
+  const gitDir = absolute(options.gitDir)
+  const objectDirs = yield* Effect.tryPromise({
+    try: async () => {
+      for (const dir of ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info"]) {
+        await mkdir(join(gitDir, dir), { recursive: true, mode: 0o700 })
+      }
+      const sha256 = format === "sha256"
+      await writeFile(
+        join(gitDir, "config"),
+        [
+          "[core]",
+          `\trepositoryformatversion = ${sha256 ? 1 : 0}`,
+          "\tfilemode = true",
+          "\tbare = false",
+          "\tlogallrefupdates = true",
+          ...(sha256 ? ["[extensions]", "\tobjectformat = sha256"] : []),
+          "[user]",
+          "\tname = Taskwright agent",
+          "\temail = agent@taskwright.invalid",
+          ""
+        ].join("\n")
+      )
+      await writeFile(join(gitDir, "HEAD"), `ref: refs/heads/${options.branch}\n`)
+      const branchRef = join(gitDir, "refs", "heads", options.branch)
+      await mkdir(dirname(branchRef), { recursive: true })
+      await writeFile(branchRef, `${tip}\n`)
+      await writeFile(join(gitDir, "packed-refs"), refs.map((line) => `${line}\n`).join(""))
+      const objects = join(common, "objects")
+      await writeFile(join(gitDir, "objects", "info", "alternates"), `${objects}\n`)
+      await copyIfPresent(join(linked, "index"), join(gitDir, "index"))
+      await copyIfPresent(join(common, "info", "exclude"), join(gitDir, "info", "exclude"))
+      await copyIfPresent(join(common, "shallow"), join(gitDir, "shallow"))
+      return objectChain(objects)
+    },
+    catch: (cause) =>
+      new GitError({ message: `cannot prepare the agent's git directory: ${String(cause)}`, stderr: "" })
+  })
+  return { gitDir, objectDirs } satisfies AgentGitDir
+})
+
+// ---------------------------------------------------------------------------------------------
 // Clone
+
+/** Transports a clone or fetch may use, also for redirects: https, ssh and file. */
+const CLONE_PROTOCOLS: ReadonlyArray<string> = [
+  "protocol.allow=never",
+  "protocol.https.allow=always",
+  "protocol.ssh.allow=always",
+  "protocol.file.allow=always"
+].flatMap((p) => ["-c", p])
 
 /**
  * Clones `url` (checked with `validateGitUrl`) into `path` (absolute; must not exist or be
  * empty). Only the https, ssh and file transports are allowed, also for redirects; submodules
- * are not fetched; the clone's checkout runs no hooks or filters.
+ * are not fetched; the clone's checkout runs no hooks or filters. With `noCheckout`, no files are
+ * checked out (the clone is only a source of worktrees).
  */
 export const cloneRepository = Effect.fn("GitWorkspace.cloneRepository")(function* (options: {
   readonly url: string
   readonly path: string
   readonly timeoutMs?: number
+  readonly noCheckout?: boolean
 }) {
   const invalid = validateGitUrl(options.url)
   if (invalid !== null) return yield* fail(invalid)
   if (!isAbsolute(options.path)) return yield* fail(`clone path must be absolute: ${options.path}`)
-  const protocols = [
-    "protocol.allow=never",
-    "protocol.https.allow=always",
-    "protocol.ssh.allow=always",
-    "protocol.file.allow=always"
-  ]
   yield* runGit(
     [
-      ...protocols.flatMap((p) => ["-c", p]),
+      ...CLONE_PROTOCOLS,
       "clone",
       "--quiet",
       "--no-recurse-submodules",
+      ...(options.noCheckout === true ? ["--no-checkout"] : []),
       "--end-of-options",
       options.url,
       options.path
@@ -534,3 +818,71 @@ export const cloneRepository = Effect.fn("GitWorkspace.cloneRepository")(functio
     { timeoutMs: options.timeoutMs ?? CLONE_TIMEOUT_MS }
   )
 })
+
+/** What {@link cloneAtCommit} made. */
+export interface ClonedCommit {
+  /** The clone (no files checked out): the repository the worktree belongs to. */
+  readonly clonePath: string
+  /** The worktree, with the commit checked out (detached). */
+  readonly worktreePath: string
+}
+
+/**
+ * Clones `url` into `clonePath` without checking anything out, then checks `commit` out,
+ * detached, in a new worktree at `worktreePath`: what a pull-request review reads. When no branch
+ * or tag of the clone holds the commit (a head that was force-pushed away), it is fetched by its
+ * id. Both paths are absolute and must not exist yet; on failure whatever was made is removed.
+ */
+export const cloneAtCommit = Effect.fn("GitWorkspace.cloneAtCommit")(function* (options: {
+  readonly url: string
+  readonly clonePath: string
+  readonly worktreePath: string
+  readonly commit: string
+  readonly timeoutMs?: number
+}) {
+  if (!SHA.test(options.commit)) return yield* fail(`not a commit sha: ${options.commit}`)
+  const made = { clonePath: absolute(options.clonePath), worktreePath: absolute(options.worktreePath) }
+  const timeoutMs = options.timeoutMs ?? CLONE_TIMEOUT_MS
+  return yield* Effect.gen(function* () {
+    yield* cloneRepository({ url: options.url, path: made.clonePath, timeoutMs, noCheckout: true })
+    const git = yield* gitIn(made.clonePath)
+    const present = () =>
+      Effect.map(
+        git.run(["rev-parse", "--verify", "--quiet", `${options.commit}^{commit}`], {
+          okCodes: [0, 1, 128]
+        }),
+        (result) => result.code === 0
+      )
+    if (!(yield* present())) {
+      yield* git.run(
+        [
+          ...CLONE_PROTOCOLS,
+          "fetch",
+          "--quiet",
+          "--no-tags",
+          "--no-recurse-submodules",
+          "--end-of-options",
+          "origin",
+          options.commit
+        ],
+        { timeoutMs, okCodes: [0, 1, 128] }
+      )
+      if (!(yield* present())) return yield* fail(`commit ${options.commit} is not in ${options.url}`)
+    }
+    yield* git.run(["worktree", "add", "--quiet", "--detach", "--end-of-options", made.worktreePath, options.commit])
+    return made satisfies ClonedCommit
+  }).pipe(Effect.tapError(() => removeClone(made)))
+})
+
+/**
+ * Removes what {@link cloneAtCommit} made, the worktree and the clone, without following any link
+ * inside them. Call it once nothing runs in the worktree any more. Never fails.
+ */
+export const removeClone = (cloned: ClonedCommit): Effect.Effect<void> =>
+  Effect.promise(() =>
+    Promise.all(
+      [cloned.worktreePath, cloned.clonePath].map((path) =>
+        rm(path, { recursive: true, force: true }).catch(() => undefined)
+      )
+    )
+  )

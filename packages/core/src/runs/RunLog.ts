@@ -124,9 +124,13 @@ export const makeRunLog = (options: RunLogOptions) =>
               pending = batch.concat(pending)
               failures += 1
               if (closed) failuresSinceClose += 1
-              if (failures === 1)
-                process.stderr.write(`[taskwright] storing run log entries failed, retrying: ${error.message}\n`)
-              return Effect.sleep(Math.min(5_000, 100 * 2 ** Math.min(failures, 6)))
+              const pause = Effect.sleep(Math.min(5_000, 100 * 2 ** Math.min(failures, 6)))
+              return failures === 1
+                ? Effect.zipRight(
+                    Effect.logWarning(`storing run log entries failed, retrying: ${error.message}`),
+                    pause
+                  )
+                : pause
             })
           ),
           Effect.asVoid
@@ -138,9 +142,9 @@ export const makeRunLog = (options: RunLogOptions) =>
     const drain: Effect.Effect<void> = Effect.suspend(() => {
       if (pending.length === 0) return Effect.void
       if (closed && failuresSinceClose >= MAX_FAILURES_AFTER_CLOSE) {
-        process.stderr.write(`[taskwright] dropping ${pending.length} run log entries: the store keeps failing\n`)
+        const dropped = pending.length
         pending = []
-        return Effect.void
+        return Effect.logError(`dropping ${dropped} run log entries: the store keeps failing`)
       }
       return Effect.zipRight(flushOnce, drain)
     })

@@ -1,16 +1,17 @@
 /** How each kind of agent is launched: argument vectors, autonomy mappings, where the prompt goes. */
+
 import { assert, describe, it } from "@effect/vitest"
-import { Either, Schema } from "effect"
 import {
   AgentsFile,
   AgentUpdate,
+  type Autonomy,
   applyUpdate,
   builtInDefaults,
   settingsProblem,
   toFileEntry
-} from "../../src/agents/AgentConfig.js"
+} from "@taskwright/domain"
+import { Either, Schema } from "effect"
 import { executorFor, MAX_PROMPT_ARG_BYTES } from "../../src/agents/Executors.js"
-import type { Autonomy } from "../../src/runs/Run.js"
 
 const settings = (name: string, patch: Parameters<typeof applyUpdate>[1] = {}) =>
   applyUpdate(builtInDefaults(name), patch)
@@ -103,14 +104,16 @@ describe("agent configuration", () => {
         command: null,
         env: {},
         timeout_s: 3600,
-        max_log_bytes: 10 * 1024 * 1024
+        max_log_bytes: 10 * 1024 * 1024,
+        credentials: [],
+        read_only_paths: []
       })
     }
     assert.isFalse(builtInDefaults("command").enabled)
-    assert.isString(settingsProblem("command", settings("command", { enabled: true })))
+    assert.strictEqual(settingsProblem("command", settings("command", { enabled: true }))?.field, "command")
     assert.isNull(settingsProblem("command", settings("command", { enabled: true, command: ["x"] })))
     // Any other name is a command agent.
-    assert.isString(settingsProblem("my-agent", settings("my-agent", { enabled: true })))
+    assert.strictEqual(settingsProblem("my-agent", settings("my-agent", { enabled: true }))?.field, "command")
   })
 
   it("updates merge; null puts a field back to its default; the file keeps only what differs", () => {

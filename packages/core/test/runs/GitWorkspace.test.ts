@@ -2,16 +2,19 @@ import { execFileSync } from "node:child_process"
 import {
   chmodSync,
   existsSync,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync
 } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
+import { validateBranchName } from "@taskwright/domain"
 import { Effect } from "effect"
 import { afterAll } from "vitest"
 import {
@@ -22,8 +25,9 @@ import {
   GitError,
   headCommit,
   isGitRepository,
+  prepareAgentGitDir,
   removeWorktree,
-  validateBranchName,
+  serviceGitEnv,
   validateGitUrl
 } from "../../src/runs/GitWorkspace.js"
 
@@ -249,7 +253,7 @@ describe("worktrees", () => {
       const { repo, root, head } = makeRepo()
       const wt = join(root, "worktrees", "run_2")
       const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "taskwright/task-2" })
-      assert.deepStrictEqual(yield* diffStats({ worktreePath: wt, baseSha }), {
+      assert.deepStrictEqual(yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha }), {
         files_modified: [],
         lines_added: 0,
         lines_removed: 0
@@ -258,14 +262,20 @@ describe("worktrees", () => {
       makeChanges(wt)
       git(wt, "add", "src/a.ts") // staged and unstaged changes count alike
       const statusBefore = git(wt, "status", "--porcelain")
-      assert.deepStrictEqual(yield* diffStats({ worktreePath: wt, baseSha }), expectedStats)
+      assert.deepStrictEqual(yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha }), expectedStats)
       assert.strictEqual(git(wt, "status", "--porcelain"), statusBefore, "diffStats changed the worktree's index")
 
       assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt }), "dirty")
       assert.isTrue(existsSync(join(wt, "new/file.txt")))
 
-      const sha = yield* commitAll({ worktreePath: wt, message: "# Summary\n\nFixed the bug.\n", ...author })
+      const { sha, refused } = yield* commitAll({
+        repoPath: repo,
+        worktreePath: wt,
+        message: "# Summary\n\nFixed the bug.\n",
+        ...author
+      })
       assert.isString(sha)
+      assert.deepStrictEqual(refused, [])
       assert.strictEqual(
         git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%B"),
         "Taskwright Agent <agent@taskwright.local>|Taskwright Agent <agent@taskwright.local>|# Summary\n\nFixed the bug."
@@ -275,8 +285,8 @@ describe("worktrees", () => {
         git(wt, "show", "--name-only", "--format=", "HEAD").split("\n").sort(),
         expectedStats.files_modified
       )
-      assert.deepStrictEqual(yield* diffStats({ worktreePath: wt, baseSha }), expectedStats)
-      assert.isNull(yield* commitAll({ worktreePath: wt, message: "nothing", ...author }))
+      assert.deepStrictEqual(yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha }), expectedStats)
+      assert.isNull((yield* commitAll({ repoPath: repo, worktreePath: wt, message: "nothing", ...author })).sha)
 
       assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt }), "removed")
       assert.isFalse(existsSync(wt))
@@ -293,7 +303,7 @@ describe("worktrees", () => {
       const first = join(root, "worktrees", "run_a")
       yield* createWorktree({ repoPath: repo, worktreePath: first, branch: "feature/x" })
       makeChanges(first)
-      yield* commitAll({ worktreePath: first, message: "first run", ...author })
+      yield* commitAll({ repoPath: repo, worktreePath: first, message: "first run", ...author })
       assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: first }), "removed")
 
       // Meanwhile the user's main line moves on.
@@ -305,7 +315,7 @@ describe("worktrees", () => {
       assert.deepStrictEqual(reused, { baseSha: head, created: false })
       assert.strictEqual(readFileSync(join(second, "new/file.txt"), "utf8"), "x\ny\nz")
       write(join(second, "more.txt"), "a\nb\n")
-      assert.deepStrictEqual(yield* diffStats({ worktreePath: second, baseSha: reused.baseSha }), {
+      assert.deepStrictEqual(yield* diffStats({ repoPath: repo, worktreePath: second, baseSha: reused.baseSha }), {
         files_modified: [...expectedStats.files_modified, "more.txt"].sort(),
         lines_added: expectedStats.lines_added + 2,
         lines_removed: expectedStats.lines_removed
@@ -340,8 +350,11 @@ describe("worktrees", () => {
       const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "nested" })
       rmSync(join(wt, ".git"))
       write(join(wt, "agent.txt"), "work\n")
-      assert.instanceOf(yield* Effect.flip(commitAll({ worktreePath: wt, message: "x", ...author })), GitError)
-      assert.instanceOf(yield* Effect.flip(diffStats({ worktreePath: wt, baseSha })), GitError)
+      assert.instanceOf(
+        yield* Effect.flip(commitAll({ repoPath: repo, worktreePath: wt, message: "x", ...author })),
+        GitError
+      )
+      assert.instanceOf(yield* Effect.flip(diffStats({ repoPath: repo, worktreePath: wt, baseSha })), GitError)
       assert.strictEqual(git(repo, "rev-parse", "HEAD"), head)
     })
   )
@@ -352,7 +365,7 @@ describe("worktrees", () => {
       const wt = join(root, "wt")
       yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "b" })
       for (const baseSha of ["HEAD", "--output=/tmp/tw-pwned", "main", ""]) {
-        assert.instanceOf(yield* Effect.flip(diffStats({ worktreePath: wt, baseSha })), GitError)
+        assert.instanceOf(yield* Effect.flip(diffStats({ repoPath: repo, worktreePath: wt, baseSha })), GitError)
       }
       assert.isFalse(existsSync("/tmp/tw-pwned"))
     })
@@ -416,9 +429,9 @@ describe("hardening", () => {
       const wt = join(root, "worktrees", "run_h")
       const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "taskwright/task-9" })
       makeChanges(wt)
-      yield* diffStats({ worktreePath: wt, baseSha })
-      yield* commitAll({ worktreePath: wt, message: "work", ...author })
-      yield* diffStats({ worktreePath: wt, baseSha })
+      yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha })
+      yield* commitAll({ repoPath: repo, worktreePath: wt, message: "work", ...author })
+      yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha })
       assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt }), "removed")
       yield* cloneRepository({ url: `file://${repo}`, path: join(root, "clone") })
       assert.isTrue(yield* isGitRepository(repo))
@@ -428,6 +441,311 @@ describe("hardening", () => {
       // The traps are real: plain git sets them off.
       execFileSync("git", ["status"], { cwd: repo, env: { PATH: process.env.PATH ?? "", HOME: root } })
       assert.include(readdirSync(markers), "fsmonitor")
+    })
+  )
+})
+
+/** Runs `body` with `vars` set in the service's environment (undefined: unset), and puts them back. */
+const withEnv = <A, E>(vars: Record<string, string | undefined>, body: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    const saved = Object.fromEntries(Object.keys(vars).map((key) => [key, process.env[key]]))
+    const apply = (values: Record<string, string | undefined>) => {
+      for (const [key, value] of Object.entries(values)) {
+        if (value === undefined) delete process.env[key]
+        else process.env[key] = value
+      }
+    }
+    apply(vars)
+    return body.pipe(Effect.ensuring(Effect.sync(() => apply(saved))))
+  })
+
+describe("the service's git environment", () => {
+  it("keeps PATH, locale, time zone and transport settings, and none of the service's secrets", () => {
+    const env = serviceGitEnv(
+      {
+        PATH: "/usr/bin:/bin",
+        LANG: "en_GB.UTF-8",
+        LC_TIME: "C",
+        TZ: "UTC",
+        HTTPS_PROXY: "http://proxy:3128",
+        GIT_SSH_COMMAND: "ssh -i key",
+        SSH_AUTH_SOCK: "/run/agent.sock",
+        TASKWRIGHT_JWT_SECRET: "jwt-secret",
+        TASKWRIGHT_DATA_DIR: "/srv/data",
+        DATABASE_URL: "postgres://u:p@h/d",
+        AWS_SECRET_ACCESS_KEY: "aws",
+        HOME: "/root",
+        XDG_CONFIG_HOME: "/root/.config",
+        GIT_DIR: "/elsewhere/.git",
+        GIT_CONFIG_GLOBAL: "/root/.evil-gitconfig",
+        GIT_CONFIG_PARAMETERS: "'core.hooksPath'='/tmp/hooks'",
+        GIT_EXEC_PATH: "/tmp/evil"
+      },
+      { GIT_AUTHOR_NAME: "Taskwright", HOME: "/tmp/not-this-either" }
+    )
+    assert.deepStrictEqual(env, {
+      PATH: "/usr/bin:/bin",
+      LANG: "en_GB.UTF-8",
+      LC_TIME: "C",
+      TZ: "UTC",
+      HTTPS_PROXY: "http://proxy:3128",
+      GIT_SSH_COMMAND: "ssh -i key",
+      SSH_AUTH_SOCK: "/run/agent.sock",
+      GIT_AUTHOR_NAME: "Taskwright",
+      HOME: "/dev/null",
+      XDG_CONFIG_HOME: "/dev/null",
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_CONFIG_SYSTEM: "/dev/null",
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_ATTR_NOSYSTEM: "1",
+      GIT_NO_REPLACE_OBJECTS: "1",
+      GIT_TERMINAL_PROMPT: "0",
+      GIT_OPTIONAL_LOCKS: "0",
+      LC_ALL: "C"
+    })
+  })
+
+  it.effect(
+    "ignores the global and XDG configuration an agent wrote, and its filters never see the service's secrets",
+    () =>
+      Effect.gen(function* () {
+        const { repo, root } = makeRepo()
+        const home = join(root, "agent-home")
+        const leak = join(root, "leak.txt")
+        // What a hostile agent leaves in $HOME: a global filter that dumps the environment, the
+        // same through XDG, a global attributes file applying it, hooks and fsmonitor.
+        const dump = join(root, "dump.sh")
+        write(dump, `#!/bin/sh\nenv > '${leak}'\ncat\n`)
+        chmodSync(dump, 0o755)
+        const evil = `[filter "evil"]\n\tclean = ${dump}\n\tsmudge = ${dump}\n\trequired = true\n[core]\n\thooksPath = ${root}/hooks\n\tfsmonitor = ${dump}\n\tattributesFile = ${home}/attributes\n`
+        write(join(home, ".gitconfig"), evil)
+        write(join(home, ".config/git/config"), evil)
+        write(join(home, "attributes"), "* filter=evil\n")
+        write(join(home, ".config/git/attributes"), "* filter=evil\n")
+        write(join(home, ".config/git/ignore"), "*.txt\n")
+        const wt = join(root, "worktrees", "run_g")
+        const vars = {
+          HOME: home,
+          XDG_CONFIG_HOME: join(home, ".config"),
+          GIT_CONFIG_GLOBAL: join(home, ".gitconfig"),
+          TASKWRIGHT_JWT_SECRET: "jwt-secret-that-must-not-leak"
+        }
+        const { sha, baseSha } = yield* withEnv(
+          vars,
+          Effect.gen(function* () {
+            const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "global" })
+            write(join(wt, "notes.txt"), "written by the agent\n")
+            yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha })
+            const { sha } = yield* commitAll({ repoPath: repo, worktreePath: wt, message: "work", ...author })
+            return { sha, baseSha }
+          })
+        )
+        assert.isFalse(existsSync(leak), "the service's git ran a filter from the agent's HOME")
+        // The ignore file was not read either: notes.txt is committed, as it is.
+        assert.isString(sha)
+        assert.strictEqual(git(repo, "show", "global:notes.txt"), "written by the agent")
+        assert.deepStrictEqual(yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha }), {
+          files_modified: ["notes.txt"],
+          lines_added: 1,
+          lines_removed: 0
+        })
+
+        // The trap is real: a git that reads that HOME runs the filter, with the environment it is given.
+        write(join(wt, "more.txt"), "more\n")
+        execFileSync("git", ["add", "-f", "more.txt"], {
+          cwd: wt,
+          env: { PATH: process.env.PATH ?? "", HOME: home, TASKWRIGHT_JWT_SECRET: "jwt-secret-that-must-not-leak" }
+        })
+        assert.include(readFileSync(leak, "utf8"), "jwt-secret-that-must-not-leak")
+      })
+  )
+})
+
+describe("what is committed", () => {
+  it.effect("never a hard link's content, nor a nested repository; symlinks as links", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      const wt = join(root, "worktrees", "run_l")
+      yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "links" })
+      // Outside the worktree: what a hostile agent would like committed.
+      const secret = join(root, "secret.txt")
+      writeFileSync(secret, "the host's secret\n")
+      const outside = join(root, "outside")
+      write(join(outside, "private.txt"), "outside the worktree\n")
+
+      linkSync(secret, join(wt, "leak.txt")) // a new file that is the secret
+      rmSync(join(wt, "README.md"))
+      linkSync(secret, join(wt, "README.md")) // a tracked file replaced by the secret
+      write(join(wt, "pair-a.txt"), "shared\n")
+      linkSync(join(wt, "pair-a.txt"), join(wt, "pair-b.txt")) // linked within the worktree
+      symlinkSync("/etc/passwd", join(wt, "passwd-link")) // a symlink: committed as a link
+      rmSync(join(wt, "src"), { recursive: true })
+      symlinkSync(outside, join(wt, "src")) // a directory replaced by a link out
+      mkdirSync(join(wt, "nested"))
+      git(join(wt, "nested"), "init", "-q")
+      write(join(wt, "nested/inner.txt"), "in a nested repository\n")
+      write(join(wt, "ok.txt"), "fine\n")
+
+      const { sha, refused } = yield* commitAll({ repoPath: repo, worktreePath: wt, message: "links", ...author })
+      assert.isString(sha)
+      assert.deepStrictEqual(refused.map((r) => r.path).sort(), [
+        "README.md",
+        "leak.txt",
+        "nested",
+        "pair-a.txt",
+        "pair-b.txt"
+      ])
+      assert.match(refused.find((r) => r.path === "leak.txt")?.reason ?? "", /hard link/)
+      assert.match(refused.find((r) => r.path === "nested")?.reason ?? "", /nested git repository/)
+
+      const tree = git(repo, "ls-tree", "-r", "links").split("\n")
+      const entry = (path: string) => tree.find((line) => line.endsWith(`\t${path}`))
+      assert.isUndefined(entry("leak.txt"))
+      assert.isUndefined(entry("pair-a.txt"))
+      assert.isUndefined(entry("nested/inner.txt"))
+      assert.isUndefined(entry("nested"))
+      assert.isUndefined(entry("src/a.ts"))
+      assert.match(entry("passwd-link") ?? "", /^120000 blob /)
+      assert.match(entry("src") ?? "", /^120000 blob /)
+      assert.strictEqual(git(repo, "show", "links:passwd-link"), "/etc/passwd")
+      assert.strictEqual(git(repo, "show", "links:src"), outside)
+      assert.strictEqual(git(repo, "show", "links:ok.txt"), "fine")
+      // The tracked file keeps its committed content, not the secret's.
+      assert.strictEqual(git(repo, "show", "links:README.md"), git(repo, "show", `${head}:README.md`))
+      // No object anywhere holds the secret: it was never even hashed into the store.
+      const objects = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split("\n")
+      for (const object of objects) assert.notInclude(git(repo, "cat-file", "-p", object), "the host's secret")
+
+      // What was refused goes with the worktree; the secret itself stays where it was.
+      assert.strictEqual(
+        yield* removeWorktree({ repoPath: repo, worktreePath: wt, discard: refused.map((r) => r.path) }),
+        "removed"
+      )
+      assert.isFalse(existsSync(wt))
+      assert.strictEqual(readFileSync(secret, "utf8"), "the host's secret\n")
+    })
+  )
+
+  it.effect("a tracked file turned into a FIFO or a directory does not fail the commit", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      const wt = join(root, "worktrees", "run_f")
+      yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "odd" })
+      rmSync(join(wt, "old.txt"))
+      execFileSync("mkfifo", [join(wt, "old.txt")])
+      rmSync(join(wt, "README.md"))
+      write(join(wt, "README.md/inside.txt"), "now a directory\n")
+      const { sha, refused } = yield* commitAll({ repoPath: repo, worktreePath: wt, message: "odd", ...author })
+      assert.isString(sha)
+      assert.deepStrictEqual(refused, [{ path: "old.txt", reason: "not a regular file, a directory or a symlink" }])
+      assert.strictEqual(git(repo, "show", "odd:old.txt"), git(repo, "show", `${head}:old.txt`))
+      assert.strictEqual(git(repo, "show", "odd:README.md/inside.txt"), "now a directory")
+      assert.strictEqual(
+        yield* removeWorktree({ repoPath: repo, worktreePath: wt, discard: refused.map((r) => r.path) }),
+        "removed"
+      )
+    })
+  )
+
+  it.effect("never starts a git inside a nested repository the agent made", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      const markers = join(root, "markers")
+      mkdirSync(markers)
+      const trap = join(root, "trap.sh")
+      write(trap, `#!/bin/sh\ntouch '${markers}/'"$(basename "$0")-$$"\ncat\n`)
+      chmodSync(trap, 0o755)
+      const wt = join(root, "worktrees", "run_n")
+      const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "nested" })
+      // A nested repository whose own config runs a command for anything git does in it.
+      const nested = join(wt, "sub")
+      mkdirSync(nested)
+      git(nested, "init", "-q")
+      write(join(nested, "file.txt"), "x\n")
+      write(join(nested, ".gitattributes"), "* filter=evil\n")
+      git(nested, "add", "-A")
+      git(nested, "commit", "-q", "-m", "nested")
+      for (const [key, value] of [
+        ["core.fsmonitor", trap],
+        ["core.hooksPath", root],
+        ["filter.evil.clean", trap],
+        ["filter.evil.smudge", trap],
+        ["filter.evil.required", "true"]
+      ] as const) {
+        execFileSync("git", ["config", key, value], { cwd: nested })
+      }
+      write(join(nested, "file.txt"), "changed\n")
+      yield* diffStats({ repoPath: repo, worktreePath: wt, baseSha })
+      const { refused } = yield* commitAll({ repoPath: repo, worktreePath: wt, message: "x", ...author })
+      assert.deepStrictEqual(
+        refused.map((r) => r.path),
+        ["sub"]
+      )
+      assert.strictEqual(yield* removeWorktree({ repoPath: repo, worktreePath: wt, discard: ["sub"] }), "removed")
+      assert.deepStrictEqual(readdirSync(markers), [])
+    })
+  )
+
+  it.effect("refuses a worktree whose .git file points at another repository", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      const decoy = makeRepo()
+      const wt = join(root, "worktrees", "run_d")
+      const { baseSha } = yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "redirected" })
+      writeFileSync(join(wt, ".git"), `gitdir: ${join(decoy.repo, ".git")}\n`)
+      write(join(wt, "agent.txt"), "work\n")
+      const error = yield* Effect.flip(commitAll({ repoPath: repo, worktreePath: wt, message: "x", ...author }))
+      assert.instanceOf(error, GitError)
+      assert.match(error.message, /is not a work tree of/)
+      assert.instanceOf(yield* Effect.flip(diffStats({ repoPath: repo, worktreePath: wt, baseSha })), GitError)
+      assert.strictEqual(git(decoy.repo, "rev-parse", "HEAD"), decoy.head)
+      assert.strictEqual(git(decoy.repo, "status", "--porcelain"), "")
+    })
+  )
+})
+
+describe("the agent's own git directory", () => {
+  it.effect("lets the agent commit and configure without touching the project's repository", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      git(repo, "tag", "v1")
+      const wt = join(root, "worktrees", "run_p")
+      yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "taskwright/task-7" })
+      const gitDir = join(root, "sandboxes", "run_p", "git")
+      const prepared = yield* prepareAgentGitDir({
+        repoPath: repo,
+        worktreePath: wt,
+        gitDir,
+        branch: "taskwright/task-7"
+      })
+      assert.deepStrictEqual(prepared.objectDirs, [join(repo, ".git", "objects")])
+      const projectConfig = readFileSync(join(repo, ".git", "config"), "utf8")
+      const projectObjects = git(repo, "count-objects")
+      // The agent's view: the worktree's files over the private git directory.
+      const agent = (...args: Array<string>) =>
+        execFileSync("git", args, {
+          cwd: wt,
+          encoding: "utf8",
+          env: { PATH: process.env.PATH ?? "", HOME: root, GIT_DIR: gitDir, GIT_WORK_TREE: wt }
+        }).trim()
+      assert.strictEqual(agent("status", "--porcelain"), "")
+      assert.strictEqual(agent("rev-parse", "--abbrev-ref", "HEAD"), "taskwright/task-7")
+      assert.strictEqual(agent("rev-parse", "HEAD"), head)
+      assert.strictEqual(agent("rev-parse", "main"), head)
+      assert.strictEqual(agent("rev-parse", "v1"), head)
+      write(join(wt, "agent.txt"), "committed by the agent\n")
+      agent("add", "agent.txt")
+      agent("commit", "-q", "-m", "agent's own commit")
+      agent("config", "core.hooksPath", join(root, "evil-hooks"))
+      assert.strictEqual(agent("log", "-1", "--format=%an %s"), "Taskwright agent agent's own commit")
+      // Nothing of it reached the project.
+      assert.strictEqual(readFileSync(join(repo, ".git", "config"), "utf8"), projectConfig)
+      assert.strictEqual(git(repo, "count-objects"), projectObjects)
+      assert.strictEqual(git(repo, "rev-parse", "taskwright/task-7"), head)
+      // The service commits the files, with its own view of the worktree.
+      const { sha } = yield* commitAll({ repoPath: repo, worktreePath: wt, message: "run", ...author })
+      assert.isString(sha)
+      assert.strictEqual(git(repo, "show", "taskwright/task-7:agent.txt"), "committed by the agent")
     })
   )
 })

@@ -3,9 +3,10 @@
  * producer costs a handful of statements rather than one per line, a lone entry is written within
  * the flush interval, a failing store loses nothing, and text PostgreSQL could not hold is made safe.
  */
+
 import { assert, describe, it } from "@effect/vitest"
+import type { RunId, TaskId } from "@taskwright/domain"
 import { Effect, Layer } from "effect"
-import type { RunId, TaskId } from "../../src/domain/Ids.js"
 import { makeRunLog, sanitizeMessage } from "../../src/runs/RunLog.js"
 import { type LogTuple, RunsRepo } from "../../src/runs/RunsRepo.js"
 import { migrate } from "../../src/store/migrations.js"
@@ -53,7 +54,9 @@ const seed = Effect.gen(function* () {
     worktree_path: null,
     base_sha: null,
     pid: null,
-    error: null
+    error: null,
+    supervisor: null,
+    heartbeat_at: null
   })
   return repo
 })
