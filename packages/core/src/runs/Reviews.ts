@@ -3,16 +3,27 @@
  * `request_changes` → `in_progress`, and with a comment a follow-up run of the same agent on the
  * same branch whose prompt carries the comment. The status change is conditional on the task
  * still being in review, so two reviews racing each other cannot both land.
+ *
+ * And agent reviews of GitHub pull requests (`pullRequest`, see `reviews/PullRequestReviews.ts`).
  */
+import {
+  type Actor,
+  Conflict,
+  decoder,
+  newReviewId,
+  now,
+  type ReviewAction,
+  ReviewCreate,
+  type ReviewResult,
+  type TaskId,
+  type TaskStatus
+} from "@taskwright/domain"
 import { Effect } from "effect"
-import type { Actor } from "../auth/Actor.js"
-import { Conflict } from "../domain/Errors.js"
-import type { TaskId } from "../domain/Ids.js"
-import { now } from "../domain/Timestamp.js"
 import { fn } from "../domain/Traced.js"
-import type { TaskStatus } from "../tasks/Task.js"
+import { Events } from "../events/Events.js"
+import { makePullRequestReviews } from "../reviews/PullRequestReviews.js"
+import { taskUpdated } from "../tasks/TaskEvents.js"
 import { Tasks } from "../tasks/Tasks.js"
-import { newReviewId, type ReviewAction, type ReviewCreate, type ReviewResult } from "./Review.js"
 import { Runs } from "./Runs.js"
 import { RunsRepo } from "./RunsRepo.js"
 
@@ -28,15 +39,27 @@ const notInReview = (taskId: TaskId, status: string) =>
     details: { reason: "not_in_review", status }
   })
 
+const decodeReview = decoder(ReviewCreate, "body")
+
 export class Reviews extends Effect.Service<Reviews>()("@taskwright/core/Reviews", {
   effect: Effect.gen(function* () {
     const tasks = yield* Tasks
     const runs = yield* Runs
     const repo = yield* RunsRepo
+    const events = yield* Events
+    const pullRequest = yield* makePullRequestReviews
 
     return {
+      /**
+       * `POST /api/review/pr`; `body` as a client sends it (`PullRequestReviewCreate`): a
+       * read-only review run of the agent on the pull request's head, on a new task of the caller's.
+       */
+      pullRequest,
+
       /** `POST /api/tasks/:id/review`. */
-      review: fn("Reviews.review")(function* (actor: Actor, taskId: TaskId, input: ReviewCreate) {
+      /** `POST /api/tasks/:id/review`; `body` as a client sends it ({@link ReviewCreate}). */
+      review: fn("Reviews.review")(function* (actor: Actor, taskId: TaskId, body: unknown) {
+        const input = yield* decodeReview(body)
         const task = yield* tasks.load(actor, taskId)
         if (task.status !== "in_review") return yield* notInReview(task.id, task.status)
         const comment = input.comment === undefined || input.comment.trim() === "" ? null : input.comment
@@ -50,8 +73,16 @@ export class Reviews extends Effect.Service<Reviews>()("@taskwright/core/Reviews
         }
         const claimed = yield* repo.transaction(
           Effect.gen(function* () {
-            if (!(yield* repo.reviewTransition(task.id, status, review.created_at))) return false
+            const moved = yield* repo.reviewTransition(task.id, status, review.created_at)
+            if (moved === undefined) return false
             yield* repo.insertReview({ ...review, task_id: task.id, run_id: null })
+            yield* events.append(
+              [
+                { type: "review.created", ownerId: task.owner_id, data: { ...review, task_id: task.id } },
+                taskUpdated(moved)
+              ],
+              review.created_at
+            )
             return true
           })
         )
@@ -61,9 +92,17 @@ export class Reviews extends Effect.Service<Reviews>()("@taskwright/core/Reviews
         }
         let runId: ReviewResult["run_id"] = null
         if (input.action === "request_changes" && comment !== null) {
-          const started = yield* runs
-            .followUp(task, comment)
-            .pipe(Effect.tapError(() => repo.undoReview(review.id, task.id, status, now())))
+          const started = yield* runs.followUp(task, comment).pipe(
+            Effect.tapError(() =>
+              repo.transaction(
+                Effect.gen(function* () {
+                  const at = now()
+                  const back = yield* repo.undoReview(review.id, task.id, status, at)
+                  if (back !== undefined) yield* events.append([taskUpdated(back)], at)
+                })
+              )
+            )
+          )
           if (started !== null) {
             runId = started.run_id
             yield* repo.setReviewRun(review.id, started.run_id)
