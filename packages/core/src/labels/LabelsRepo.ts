@@ -1,8 +1,6 @@
+import { defaultColor, type Label, type LabelId, newLabelId, randomBase62 } from "@taskwright/domain"
 import { Effect } from "effect"
-import type { LabelId } from "../domain/Ids.js"
-import { newLabelId } from "../domain/Ids.js"
 import { StoreTag, statement } from "../store/Store.js"
-import type { Label } from "./Label.js"
 
 interface LabelRow {
   readonly id: LabelId
@@ -19,9 +17,22 @@ const q = {
     "labels.insert",
     "INSERT INTO labels (id, owner_id, name, name_lower, color, created_at) VALUES (?, ?, ?, ?, ?, ?)"
   ),
-  insertIfAbsent: statement(
-    "labels.insertIfAbsent",
-    "INSERT INTO labels (id, owner_id, name, name_lower, color, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (owner_id, name_lower) DO NOTHING"
+  // A request's labels: the stored spelling of those that exist, in one statement (all of them, as
+  // a rule); the new ones inserted in one more (and answered, for their events). SQLite needs the
+  // WHERE to parse the upsert.
+  insertMissing: statement<LabelRow>(
+    "labels.insertMissing",
+    `INSERT INTO labels (id, owner_id, name, name_lower, color, created_at)
+       SELECT value ->> 0, ?, value ->> 1, value ->> 2, value ->> 3, ? FROM json_each(?) WHERE true
+       ON CONFLICT (owner_id, name_lower) DO NOTHING RETURNING ${columns}`,
+    `INSERT INTO labels (id, owner_id, name, name_lower, color, created_at)
+       SELECT e ->> 0, $1, e ->> 1, e ->> 2, e ->> 3, $2 FROM json_array_elements($3::json) AS e
+       ON CONFLICT (owner_id, name_lower) DO NOTHING RETURNING ${columns}`
+  ),
+  canonical: statement<{ name: string; name_lower: string }>(
+    "labels.canonical",
+    "SELECT name, name_lower FROM labels WHERE owner_id = ? AND name_lower IN (SELECT value FROM json_each(?))",
+    "SELECT name, name_lower FROM labels WHERE owner_id = $1 AND name_lower IN (SELECT json_array_elements_text($2::json))"
   ),
   listOwn: statement<LabelRow>(
     "labels.listOwn",
@@ -42,6 +53,7 @@ export class LabelsRepo extends Effect.Service<LabelsRepo>()("@taskwright/core/L
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
     return {
+      transaction: store.transaction,
       findByName: (ownerId: string, name: string) =>
         Effect.map(store.get(q.byName, [ownerId, name.toLowerCase()]), (row) => (row ? toLabel(row) : undefined)),
       insert: (ownerId: string, name: string, color: string, createdAt: string) => {
@@ -53,12 +65,40 @@ export class LabelsRepo extends Effect.Service<LabelsRepo>()("@taskwright/core/L
           created_at: createdAt
         } satisfies Label)
       },
-      /** Creates the label unless one of that name exists; answers the stored one either way. */
-      ensure: (ownerId: string, name: string, color: string, createdAt: string) =>
+      /**
+       * Makes sure the owner has a label of each name (case-insensitively; the first spelling of a
+       * name wins), creating the missing ones with the default colour of their name. Answers each
+       * name's stored spelling, in order and without repeats, and the labels it created.
+       */
+      ensureAll: (ownerId: string, names: ReadonlyArray<string>, createdAt: string) =>
         Effect.gen(function* () {
-          yield* store.run(q.insertIfAbsent, [newLabelId(), ownerId, name, name.toLowerCase(), color, createdAt])
-          const row = yield* store.get(q.byName, [ownerId, name.toLowerCase()])
-          return row ? toLabel(row) : undefined
+          const wanted = new Map<string, string>()
+          for (const name of names) {
+            const lower = name.toLowerCase()
+            if (!wanted.has(lower)) wanted.set(lower, name)
+          }
+          const missing = new Map(wanted)
+          const storedSpelling = (rows: ReadonlyArray<{ name: string; name_lower: string }>) => {
+            for (const row of rows) {
+              wanted.set(row.name_lower, row.name)
+              missing.delete(row.name_lower)
+            }
+          }
+          storedSpelling(yield* store.all(q.canonical, [ownerId, JSON.stringify([...wanted.keys()])]))
+          if (missing.size === 0) return { names: [...wanted.values()], created: [] }
+          const ids = randomBase62(16 * missing.size)
+          const rows = [...missing].map(([lower, name], i) => [
+            `lbl_${ids.slice(16 * i, 16 * i + 16)}`,
+            name,
+            lower,
+            defaultColor(name)
+          ])
+          const created = (yield* store.all(q.insertMissing, [ownerId, createdAt, JSON.stringify(rows)])).map(toLabel)
+          // Another transaction (PostgreSQL) made some of them meanwhile: theirs is the spelling.
+          if (created.length < missing.size) {
+            storedSpelling(yield* store.all(q.canonical, [ownerId, JSON.stringify([...missing.keys()])]))
+          }
+          return { names: [...wanted.values()], created }
         }),
       list: (ownerId: string | null, limit: number, offset: number) =>
         Effect.all(

@@ -7,10 +7,19 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Context, Effect, Exit, FiberRef, Layer, Option } from "effect"
+import { Context, Effect, FiberRef, Layer, Option } from "effect"
 import pg from "pg"
 import { toStoreError } from "./errors.js"
-import { type SqlParam, type Statement, type Store, StoreError, StoreTag, statement } from "./Store.js"
+import {
+  afterCommit,
+  collectAfterCommit,
+  type SqlParam,
+  type Statement,
+  type Store,
+  StoreError,
+  StoreTag,
+  statement
+} from "./Store.js"
 
 export interface PgStoreConfig {
   readonly url: string
@@ -32,8 +41,12 @@ const CHANNEL = "taskwright_changes"
 
 interface ChangeListener {
   readonly epoch: () => number
+  /** Calls `listener` when another process (or this one) appends events, and after every (re)connection. */
+  readonly onEvents: (listener: () => void) => void
   readonly close: () => Promise<void>
 }
+
+const EVENTS_CHANNEL = "taskwright_events"
 
 /**
  * A dedicated connection that LISTENs for other processes' change announcements. While it is not
@@ -41,6 +54,10 @@ interface ChangeListener {
  * caches that rely on it are bypassed instead of trusted.
  */
 const listenForChanges = (url: string): ChangeListener => {
+  const eventListeners: Array<() => void> = []
+  const eventsAppended = () => {
+    for (const listener of eventListeners) listener()
+  }
   let counter = 0
   let live = false
   let closed = false
@@ -59,21 +76,27 @@ const listenForChanges = (url: string): ChangeListener => {
   const connect = () => {
     const c = new pg.Client({ connectionString: url })
     client = c
-    c.on("notification", () => {
-      counter++
+    c.on("notification", (message) => {
+      if (message.channel === EVENTS_CHANNEL) eventsAppended()
+      else counter++
     })
     c.on("error", reconnectSoon)
     c.on("end", reconnectSoon)
     c.connect()
-      .then(() => c.query(`LISTEN ${CHANNEL}`))
+      .then(() => c.query(`LISTEN ${CHANNEL}; LISTEN ${EVENTS_CHANNEL}`))
       .then(() => {
         counter++
         live = !closed
+        // Whatever was appended while this connection was away is read now.
+        eventsAppended()
       }, reconnectSoon)
   }
   connect()
   return {
     epoch: () => (live ? counter : ++counter),
+    onEvents: (listener) => {
+      eventListeners.push(listener)
+    },
     close: async () => {
       closed = true
       live = false
@@ -98,6 +121,8 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
   const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
     Effect.withFiberRuntime((fiber) => {
       if (Option.isSome(fiber.getFiberRef(TransactionClient))) return self
+      const hooks: Array<() => void> = []
+      let committed = false
       return Effect.acquireUseRelease(
         Effect.tryPromise({
           try: async () => {
@@ -112,14 +137,26 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
           },
           catch: toStoreError
         }),
-        (client) => Effect.locally(self, TransactionClient, Option.some(client)),
-        (client, exit) =>
-          Effect.promise(() =>
-            client.query(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK").then(
-              () => client.release(),
-              (cause: unknown) => client.release(cause instanceof Error ? cause : true)
+        (client) =>
+          collectAfterCommit(Effect.locally(self, TransactionClient, Option.some(client)), hooks).pipe(
+            // The commit is part of the work: a commit PostgreSQL refuses is the transaction's failure.
+            Effect.zipLeft(Effect.tryPromise({ try: () => client.query("COMMIT"), catch: toStoreError })),
+            Effect.zipLeft(
+              Effect.sync(() => {
+                committed = true
+                for (const hook of hooks) hook()
+              })
             )
-          )
+          ),
+        (client) =>
+          committed
+            ? Effect.sync(() => client.release())
+            : Effect.promise(() =>
+                client.query("ROLLBACK").then(
+                  () => client.release(),
+                  (cause: unknown) => client.release(cause instanceof Error ? cause : true)
+                )
+              )
       )
     })
 
@@ -131,13 +168,19 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
       Effect.map(query(stmt, params), (r) => r.rows[0] as Row | undefined),
     run: (stmt, params = []) => Effect.map(query(stmt, params), (r) => r.rowCount ?? 0),
     transaction,
-    changes: { epoch: changes.epoch, announce: Effect.asVoid(query(announce, [])) }
+    afterCommit,
+    changes: { epoch: changes.epoch, announce: Effect.asVoid(query(announce, [])) },
+    onEventsAppended: changes.onEvents
   }
 }
 
 // Without a listener every call is a new epoch: nothing is ever served from a cache.
 let disabledEpoch = 0
-const listenerDisabled: ChangeListener = { epoch: () => ++disabledEpoch, close: () => Promise.resolve() }
+const listenerDisabled: ChangeListener = {
+  epoch: () => ++disabledEpoch,
+  onEvents: () => {},
+  close: () => Promise.resolve()
+}
 
 /** The PostgreSQL store and an `@effect/sql` client on the same pool; the pool ends with the layer's scope. */
 export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.SqlClient, StoreError> =>
@@ -145,7 +188,13 @@ export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.S
     Effect.gen(function* () {
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() => {
-          const pool = new pg.Pool({ connectionString: config.url, max: config.maxConnections ?? 10, types })
+          // A server that does not answer at all (not even a refusal) must not hold requests forever.
+          const pool = new pg.Pool({
+            connectionString: config.url,
+            max: config.maxConnections ?? 10,
+            connectionTimeoutMillis: 5_000,
+            types
+          })
           // When the server ends an idle connection (a restart, an administrator, a dropped
           // database), the pool emits "error"; unheard, that is an uncaught exception that ends
           // the process. The pool discards the connection and opens another when needed.

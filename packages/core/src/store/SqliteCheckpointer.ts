@@ -78,6 +78,9 @@ export const checkpointInBackground = (
           },
           stop: (): Promise<void> => {
             if (running === undefined) return Promise.resolve()
+            // The worker is unref'd while it runs; waiting for it to exit must keep the process alive,
+            // or a script that awaits close() ends (code 13) before the close settles.
+            running.worker.ref()
             running.worker.postMessage("stop")
             return running.exited
           }

@@ -11,18 +11,24 @@ import type * as SqlConnection from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as SqlStatement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
-import { Context, Effect, Exit, FiberRef, Layer, Runtime, Stream } from "effect"
+import { Context, Effect, Exit, Layer, Runtime, Stream } from "effect"
 import { toStoreError } from "./errors.js"
 import { checkpointInBackground } from "./SqliteCheckpointer.js"
-import { type SqlParam, type Statement, type Store, StoreError, StoreTag } from "./Store.js"
+import {
+  afterCommit,
+  collectAfterCommit,
+  type SqlParam,
+  type Statement,
+  type Store,
+  StoreError,
+  StoreTag,
+  transactionHooks
+} from "./Store.js"
 
 export interface SqliteStoreConfig {
   /** A file path, or `:memory:`. */
   readonly filename: string
 }
-
-/** True in the fiber that owns the open transaction. */
-const InTransaction = FiberRef.unsafeMake(false)
 
 const openDatabase = (filename: string) =>
   Effect.try({
@@ -100,8 +106,32 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
     if (p.writes && values !== undefined) wrote()
     return values === undefined || p.build === undefined ? values : p.build(values)
   }
-  const txLock = Effect.unsafeMakeSemaphore(1)
+  // One transaction at a time. A transaction's body may cross an async boundary, so others wait
+  // their turn in line; the lock is handed straight to the next in line. Written by hand rather
+  // than with a Semaphore: it is on every write, and this costs a fraction of `withPermits`.
+  let locked = false
+  const waiting: Array<() => void> = []
+  // Uninterruptible: a waiter is never abandoned in the line (the wait is one transaction long).
+  const lock: Effect.Effect<void> = Effect.uninterruptible(
+    Effect.suspend(() => {
+      if (!locked) {
+        locked = true
+        return Effect.void
+      }
+      return Effect.async<void>((resume) => {
+        waiting.push(() => resume(Effect.void))
+      })
+    })
+  )
+  const unlock = () => {
+    const next = waiting.shift()
+    if (next === undefined) locked = false
+    else next()
+  }
   let transactionOpen = false
+  const begin = db.prepare("BEGIN IMMEDIATE")
+  const commit = db.prepare("COMMIT")
+  const rollback = db.prepare("ROLLBACK")
 
   const attempt = <A>(f: () => A): Effect.Effect<A, StoreError> => {
     try {
@@ -118,30 +148,54 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
     Effect.suspend(() =>
       transactionOpen
         ? Effect.withFiberRuntime<A, StoreError>((fiber) =>
-            fiber.getFiberRef(InTransaction) ? attempt(f) : txLock.withPermits(1)(Effect.suspend(() => attempt(f)))
+            transactionHooks(fiber) !== null
+              ? attempt(f)
+              : Effect.flatMap(lock, () => {
+                  const result = attempt(f)
+                  unlock()
+                  return result
+                })
           )
         : attempt(f)
     )
 
+  /** Ends the open transaction as `exit` says; a COMMIT that fails rolls back and fails the transaction. */
+  const end = <A, E>(exit: Exit.Exit<A, E>, hooks: ReadonlyArray<() => void>): Exit.Exit<A, E | StoreError> => {
+    transactionOpen = false
+    try {
+      if (!db.inTransaction) return exit
+      if (Exit.isFailure(exit)) {
+        rollback.run()
+        return exit
+      }
+      try {
+        commit.run()
+      } catch (cause) {
+        if (db.inTransaction) rollback.run()
+        return Exit.fail(toStoreError(cause))
+      }
+      for (const hook of hooks) hook()
+      return exit
+    } finally {
+      unlock()
+    }
+  }
+
   const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
     Effect.withFiberRuntime((fiber) => {
-      if (fiber.getFiberRef(InTransaction)) return self
-      return txLock.withPermits(1)(
-        Effect.acquireUseRelease(
-          Effect.try({
-            try: () => {
-              db.exec("BEGIN IMMEDIATE")
-              transactionOpen = true
-            },
-            catch: toStoreError
-          }),
-          () => Effect.locally(self, InTransaction, true),
-          (_, exit) =>
-            Effect.sync(() => {
-              transactionOpen = false
-              if (db.inTransaction) db.exec(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")
-            })
-        )
+      if (transactionHooks(fiber) !== null) return self
+      const hooks: Array<() => void> = []
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(lock, () => {
+          try {
+            begin.run()
+          } catch (cause) {
+            unlock()
+            return Effect.fail(toStoreError(cause))
+          }
+          transactionOpen = true
+          return Effect.flatMap(Effect.exit(restore(collectAfterCommit(self, hooks))), (exit) => end(exit, hooks))
+        })
       )
     })
 
@@ -162,6 +216,8 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
   return {
     dialect: "sqlite",
     changes: { epoch, announce: Effect.void },
+    // One service process per SQLite file: this process's own commits are all there is.
+    onEventsAppended: () => {},
     all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       exec(() => rows(prepare(stmt), params) as ReadonlyArray<Row>),
     get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
@@ -172,7 +228,8 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
         if (changes > 0) wrote()
         return changes
       }),
-    transaction
+    transaction,
+    afterCommit
   }
 }
 

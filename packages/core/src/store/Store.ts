@@ -5,7 +5,7 @@
  * because `@effect/sql`'s per-statement machinery costs several times the query itself on
  * these paths; `@effect/sql` runs the migrations.
  */
-import { Context, Data, type Effect } from "effect"
+import { Context, Data, Effect, FiberRef } from "effect"
 
 export type Dialect = "sqlite" | "pg"
 export type SqlParam = string | number | bigint | null
@@ -23,7 +23,8 @@ export interface Statement<Row> {
   readonly _row?: () => Row
 }
 
-const toPgPlaceholders = (text: string): string => {
+/** `?` placeholders as PostgreSQL's `$1`, `$2`, ... */
+export const toPgPlaceholders = (text: string): string => {
   let i = 0
   return text.replace(/\?/g, () => `$${++i}`)
 }
@@ -59,6 +60,16 @@ export interface Store {
   /** Runs `self` in one transaction (nested calls join the outer one). */
   readonly transaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreError, R>
   /**
+   * Runs `hook` once the current transaction has committed (not at all if it rolls back), or at
+   * once outside a transaction: how a write tells others about what it wrote only when it is real.
+   */
+  readonly afterCommit: (hook: () => void) => Effect.Effect<void>
+  /**
+   * Calls `listener` when another process appended events (PostgreSQL `NOTIFY`), and after the
+   * listening connection is (re)established: the cue to read the event log for what is new.
+   */
+  readonly onEventsAppended: (listener: () => void) => void
+  /**
    * Lets in-memory caches notice writes made by other processes (another server on the same
    * PostgreSQL, or the CLI on the same SQLite file). `epoch()` moves whenever another process may
    * have changed cached data: on SQLite it is the file's `data_version`, on PostgreSQL a counter
@@ -70,6 +81,26 @@ export interface Store {
     readonly announce: Effect.Effect<void, StoreError>
   }
 }
+
+/** What the current transaction runs once it has committed; null outside a transaction. */
+const AfterCommitHooks = FiberRef.unsafeMake<Array<() => void> | null>(null)
+
+/** Runs `self` with a fresh list of after-commit hooks, which it answers with. */
+export const collectAfterCommit = <A, E, R>(self: Effect.Effect<A, E, R>, hooks: Array<() => void>) =>
+  Effect.locally(self, AfterCommitHooks, hooks)
+
+/** The after-commit hooks of the transaction the fiber is in; null outside a transaction. */
+export const transactionHooks = (fiber: { getFiberRef: <A>(ref: FiberRef.FiberRef<A>) => A }) =>
+  fiber.getFiberRef(AfterCommitHooks)
+
+/** {@link Store.afterCommit} for both stores: queued inside a transaction, run at once outside one. */
+export const afterCommit = (hook: () => void): Effect.Effect<void> =>
+  Effect.withFiberRuntime((fiber) => {
+    const hooks = fiber.getFiberRef(AfterCommitHooks)
+    if (hooks === null) hook()
+    else hooks.push(hook)
+    return Effect.void
+  })
 
 /** The store the services use, SQLite or PostgreSQL, chosen by configuration. */
 export class StoreTag extends Context.Tag("@taskwright/core/Store")<StoreTag, Store>() {}

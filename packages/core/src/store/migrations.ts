@@ -252,6 +252,113 @@ const runs = perDialect((t) => [
  */
 const runOrder = perDialect(() => [`DROP INDEX runs_task`, `CREATE INDEX runs_task ON runs (task_id, started_at, id)`])
 
+/**
+ * A project's path with its symlinks resolved, which decides who owns a location (one owner per
+ * path). Rows from before keep their path as given.
+ */
+const projectRealPath = perDialect(() => [
+  `ALTER TABLE projects ADD COLUMN real_path TEXT`,
+  `UPDATE projects SET real_path = path`,
+  `CREATE INDEX projects_real_path ON projects (real_path)`
+])
+
+/**
+ * The event log: one row per change, written in the change's transaction, read by subscribers
+ * (`GET /api/events`) in `id` order. On PostgreSQL every statement that appends announces the newest
+ * id on `taskwright_events`, so every server process on the database hears of it (delivered at
+ * commit, so only real changes are announced).
+ */
+const eventTables = (t: Types): ReadonlyArray<string> => [
+  `CREATE TABLE events (
+      id ${t.taskId},
+      type TEXT NOT NULL,
+      owner_id TEXT NOT NULL,
+      run_id TEXT,
+      data TEXT NOT NULL,
+      created_at TEXT NOT NULL
+    )`,
+  `CREATE INDEX events_created ON events (created_at)`
+]
+
+const eventLog: Ddl = {
+  sqlite: eventTables(types.sqlite),
+  pg: [
+    ...eventTables(types.pg),
+    `CREATE FUNCTION taskwright_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      PERFORM pg_notify('taskwright_events', (SELECT max(id) FROM appended)::text);
+      RETURN NULL;
+    END $$`,
+    `CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS appended
+      FOR EACH STATEMENT EXECUTE FUNCTION taskwright_events_notify()`
+  ]
+}
+
+/**
+ * Which service process supervises a running run and when it last said it is alive, and a stop
+ * asked for through another process (see `runs/Supervision.ts`). Runs of older versions have no
+ * supervisor: the next process to look recovers them, as before.
+ */
+const runSupervisor = perDialect(() => [
+  `ALTER TABLE runs ADD COLUMN supervisor TEXT`,
+  `ALTER TABLE runs ADD COLUMN heartbeat_at TEXT`,
+  `ALTER TABLE runs ADD COLUMN stop_requested TEXT`
+])
+
+/**
+ * The count triggers, again: a change that keeps a task in its group (the same owner, project,
+ * status and priority, such as a PATCH of labels that names the status it already has) writes no
+ * count; and on PostgreSQL a move locks the two groups' rows in key order, so two transactions
+ * moving tasks in opposite directions wait for each other instead of deadlocking.
+ */
+const groupChanged = (distinct: string) =>
+  ["owner_id", "project_id", "status", "priority"].map((c) => `OLD.${c} ${distinct} NEW.${c}`).join(" OR ")
+
+const countTriggersOrdered: Ddl = {
+  sqlite: [
+    `DROP TRIGGER tasks_count_update`,
+    `CREATE TRIGGER tasks_count_update AFTER UPDATE OF owner_id, project_id, status, priority ON tasks
+      WHEN ${groupChanged("IS NOT")} BEGIN
+      UPDATE task_counts SET n = n - 1
+      WHERE owner_id = OLD.owner_id AND project_id = COALESCE(OLD.project_id, '')
+        AND status = OLD.status AND priority = OLD.priority;
+      INSERT INTO task_counts (owner_id, project_id, status, priority, n)
+      VALUES (NEW.owner_id, COALESCE(NEW.project_id, ''), NEW.status, NEW.priority, 1)
+      ON CONFLICT (owner_id, project_id, status, priority) DO UPDATE SET n = n + 1;
+    END`
+  ],
+  pg: [
+    `DROP TRIGGER tasks_count_update ON tasks`,
+    `CREATE OR REPLACE FUNCTION taskwright_task_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+      decrement_first boolean := TG_OP = 'DELETE';
+    BEGIN
+      IF TG_OP = 'UPDATE' THEN
+        decrement_first := (OLD.owner_id, COALESCE(OLD.project_id, ''), OLD.status, OLD.priority)
+          < (NEW.owner_id, COALESCE(NEW.project_id, ''), NEW.status, NEW.priority);
+      END IF;
+      IF TG_OP IN ('DELETE', 'UPDATE') AND decrement_first THEN
+        UPDATE task_counts SET n = n - 1
+        WHERE owner_id = OLD.owner_id AND project_id = COALESCE(OLD.project_id, '')
+          AND status = OLD.status AND priority = OLD.priority;
+      END IF;
+      IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO task_counts (owner_id, project_id, status, priority, n)
+        VALUES (NEW.owner_id, COALESCE(NEW.project_id, ''), NEW.status, NEW.priority, 1)
+        ON CONFLICT (owner_id, project_id, status, priority) DO UPDATE SET n = task_counts.n + 1;
+      END IF;
+      IF TG_OP = 'UPDATE' AND NOT decrement_first THEN
+        UPDATE task_counts SET n = n - 1
+        WHERE owner_id = OLD.owner_id AND project_id = COALESCE(OLD.project_id, '')
+          AND status = OLD.status AND priority = OLD.priority;
+      END IF;
+      RETURN NULL;
+    END $$`,
+    `CREATE TRIGGER tasks_count_update AFTER UPDATE OF owner_id, project_id, status, priority ON tasks
+      FOR EACH ROW WHEN (${groupChanged("IS DISTINCT FROM")}) EXECUTE FUNCTION taskwright_task_counts()`
+  ]
+}
+
 const migration = (ddl: Ddl) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -264,7 +371,11 @@ export const migrations = Migrator.fromRecord({
   "0001_initial": migration(initial),
   "0002_auth": migration(auth),
   "0003_runs": migration(runs),
-  "0004_run_order": migration(runOrder)
+  "0004_run_order": migration(runOrder),
+  "0005_project_real_path": migration(projectRealPath),
+  "0006_events": migration(eventLog),
+  "0007_run_supervisor": migration(runSupervisor),
+  "0008_count_triggers_ordered": migration(countTriggersOrdered)
 })
 
 const runMigrator = Migrator.make({})

@@ -2,11 +2,17 @@
  * Task rows. The hot statements (get, list page, count, insert) are prepared once per store.
  * Labels are kept on the row as a JSON array of names, so a page of tasks is one query.
  */
+import type {
+  CreatedTask,
+  ProjectId,
+  RunSummary,
+  TaskId,
+  TaskListItem,
+  TaskPriority,
+  TaskStatus
+} from "@taskwright/domain"
 import { Effect } from "effect"
-import type { ProjectId, TaskId } from "../domain/Ids.js"
-import type { RunSummary } from "../runs/Run.js"
-import { type SqlParam, type Statement, StoreTag, statement } from "../store/Store.js"
-import type { TaskListItem, TaskPriority, TaskStatus } from "./Task.js"
+import { type SqlParam, type Statement, StoreTag, statement, toPgPlaceholders } from "../store/Store.js"
 
 export interface TaskRow {
   readonly id: TaskId
@@ -60,6 +66,16 @@ const splitRuns = (rows: ReadonlyArray<TaskWithRunRow>) => {
   return { task, runs }
 }
 
+/** The fields a PATCH changes; `labels` is the stored JSON; `project_id: null` clears the project. */
+export interface TaskChange {
+  readonly title?: string | undefined
+  readonly description?: string | undefined
+  readonly status?: TaskStatus | undefined
+  readonly priority?: TaskPriority | undefined
+  readonly labels?: string | undefined
+  readonly project_id?: ProjectId | null | undefined
+}
+
 export interface TaskFilter {
   readonly ownerId: string | null
   readonly status: TaskStatus | undefined
@@ -67,11 +83,11 @@ export interface TaskFilter {
   readonly projectId: ProjectId | undefined
 }
 
+export const taskColumns =
+  "id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at"
+
 const q = {
-  get: statement<TaskRow>(
-    "tasks.get",
-    "SELECT id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE id = ?"
-  ),
+  get: statement<TaskRow>("tasks.get", `SELECT ${taskColumns} FROM tasks WHERE id = ?`),
   // The task and its runs in one statement: one index probe on SQLite, one round trip on PostgreSQL.
   withRuns: statement<TaskWithRunRow>(
     "tasks.withRuns",
@@ -85,15 +101,40 @@ const q = {
     "tasks.insert",
     "INSERT INTO tasks (owner_id, project_id, title, description, status, priority, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
   ),
-  update: statement(
-    "tasks.update",
-    "UPDATE tasks SET project_id = ?, title = ?, description = ?, status = ?, priority = ?, labels = ?, updated_at = ? WHERE id = ?"
-  ),
   delete: statement("tasks.delete", "DELETE FROM tasks WHERE id = ?"),
   running: statement<{ one: number }>(
     "tasks.running",
     "SELECT 1 AS one FROM runs WHERE task_id = ? AND status = 'running' LIMIT 1"
   )
+}
+
+/** The columns a PATCH may set, in the order of their parameters. */
+const patchable = ["title", "description", "status", "priority", "labels", "project_id"] as const
+
+// One UPDATE per combination of fields sent, built on first use: only the fields sent change, in
+// one statement on the row as it is when the write lands, so two concurrent PATCHes of different
+// fields both take effect. A column not sent is not in the SET list, so an index on it is not
+// touched and the count trigger (`UPDATE OF status, priority, ...`) does not fire for a change of
+// labels. `updated_at` never moves backwards: a PATCH that commits after another is never stamped
+// older than the one before it.
+const patchStatements = new Map<string, Statement<TaskRow>>()
+
+const patchStatement = (change: TaskChange) => {
+  const fields = patchable.filter((field) => change[field] !== undefined)
+  const key = fields.join(",")
+  let found = patchStatements.get(key)
+  if (found === undefined) {
+    const set = fields.map((field) => `${field} = ?, `).join("")
+    found = statement<TaskRow>(
+      `tasks.patch.${key}`,
+      `UPDATE tasks SET ${set}updated_at = MAX(?, updated_at) WHERE id = ? RETURNING ${taskColumns}`,
+      toPgPlaceholders(
+        `UPDATE tasks SET ${set}updated_at = GREATEST(?, updated_at) WHERE id = ? RETURNING ${taskColumns}`
+      )
+    )
+    patchStatements.set(key, found)
+  }
+  return { statement: found, params: fields.map((field): SqlParam => change[field] ?? null) }
 }
 
 // The 16 filter combinations each get one list and one count statement, built on first use.
@@ -109,10 +150,21 @@ const filterStatements = (f: TaskFilter) => {
     if (f.priority !== undefined) where.push("priority = ?")
     if (f.projectId !== undefined) where.push("project_id = ?")
     const clause = where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`
+    const columns = "id, title, description, status, priority, labels, created_at, updated_at"
+    const page = `SELECT ${columns} FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?`
     found = {
+      // PostgreSQL does not know that the newest tasks may all have another status than the one
+      // asked for, so for `WHERE status = ? ORDER BY id DESC` it walks the primary key backwards
+      // and filters (100,000 rows at 1,000,000 tasks when the newest 100,000 are done). The page's
+      // ids are picked first, from the filter's own index alone (an index-only scan the planner
+      // always prefers), then the rows are fetched by id; as an array, so a generic plan fetches
+      // them by index too. SQLite picks the filter's index for the plain form by itself.
       page: statement<ListRow>(
         `tasks.list.${key}`,
-        `SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?`
+        page,
+        toPgPlaceholders(
+          `SELECT ${columns} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?)) ORDER BY id DESC`
+        )
       ),
       count: statement<{ total: number }>(
         `tasks.count.${key}`,
@@ -132,6 +184,19 @@ const filterParams = (f: TaskFilter): Array<SqlParam> => {
   if (f.projectId !== undefined) params.push(f.projectId)
   return params
 }
+
+/** A task row as the create and event answers show it: the task with `project_id`, without its runs. */
+export const toCreatedTask = (row: TaskRow): CreatedTask => ({
+  id: Number(row.id) as TaskId,
+  title: row.title,
+  description: row.description,
+  status: row.status,
+  priority: row.priority,
+  labels: JSON.parse(row.labels) as Array<string>,
+  project_id: row.project_id,
+  created_at: row.created_at,
+  updated_at: row.updated_at
+})
 
 const toListItem = (row: ListRow): TaskListItem => ({
   id: Number(row.id) as TaskId,
@@ -178,17 +243,14 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
           ]),
           (r) => Number(r?.id) as TaskId
         ),
-      update: (row: TaskRow) =>
-        store.run(q.update, [
-          row.project_id,
-          row.title,
-          row.description,
-          row.status,
-          row.priority,
-          row.labels,
-          row.updated_at,
-          row.id
-        ]),
+      /** Changes the fields given (`project_id: null` clears it); the row as stored, or `undefined` if it is gone. */
+      patch: (id: TaskId, change: TaskChange, at: string) => {
+        const { statement, params } = patchStatement(change)
+        params.push(at, id)
+        return Effect.map(store.get(statement, params), (row) =>
+          row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
+        )
+      },
       delete: (id: TaskId) => store.run(q.delete, [id])
     }
   })
