@@ -1,127 +1,154 @@
 /**
  * Agent runs: start an agent on a task in a git worktree of the task's project, supervise its
- * process, store its output as log entries, commit its work on the run's branch, and record how
- * it ended. Also the reads (a run with its figures so far, pages of its log), stop, recovery of
- * runs a dead service left `running`, and a clean stop of every run when the service shuts down.
+ * process (in a sandbox, see `Sandbox.ts`, unless the operator turned that off), store its output
+ * as log entries, commit its work on the run's branch, and record how it ended. Also the reads (a
+ * run with its figures so far, pages of its log), stop, recovery of runs a dead service left
+ * `running`, and a clean stop of every run when the service shuts down.
  *
  * A run is `running`, then `completed` (exit 0: the task moves to `in_review`), `failed`
  * (non-zero exit, timeout, crash, or the service going away) or `stopped` (`POST .../stop`).
  * Starting one moves the task to `in_progress`; `failed` and `stopped` leave it there.
  *
  * At most `maxRuns` runs at once in this service process; at most one running run per task (the
- * store enforces that too, across processes).
+ * store enforces that too, across processes). Several processes may share a store: each keeps
+ * the heartbeat of the runs it supervises, stops them when asked through another process, and
+ * recovers only orphans, runs whose supervisor is gone (`Supervision.ts`).
+ *
+ * A review run (`startReview`) reads a commit of another repository instead: a new task, a clone
+ * at that commit checked out read-only, an agent that answers rather than edits, and at the end
+ * no commit: its answer becomes `output.review` (see `reviews/`), and the clone is removed.
  */
+
 import { existsSync } from "node:fs"
 import { mkdir } from "node:fs/promises"
-import { basename, join } from "node:path"
-import { Deferred, Effect, Either, Exit, FiberSet, Schedule } from "effect"
-import { type LogDraft, type StreamParser, truncate } from "../agents/AgentStreams.js"
+import { basename, dirname, join, resolve } from "node:path"
+import {
+  type Actor,
+  type Autonomy,
+  BadRequest,
+  type Conflict,
+  decoder,
+  type EventDraft,
+  NotFound,
+  newRunId,
+  now,
+  type RunId,
+  type RunLogs,
+  RunLogsParams,
+  type RunOutput,
+  type RunReview,
+  RunStart,
+  type RunStarted,
+  type RunStatus,
+  ServiceUnavailable,
+  type TaskId
+} from "@taskwright/domain"
+import { Deferred, Effect, Either, Exit, FiberSet, Option, Schedule } from "effect"
+import { type LogDraft, type LogLevel, type StreamParser, truncate } from "../agents/AgentStreams.js"
 import { Agents, type ResolvedAgent } from "../agents/Agents.js"
 import { type AgentExecutor, executorFor } from "../agents/Executors.js"
-import type { Actor } from "../auth/Actor.js"
 import { authorizeOwned } from "../auth/Policy.js"
 import { TaskwrightConfig } from "../Config.js"
-import { BadRequest, Conflict, NotFound } from "../domain/Errors.js"
-import { newRunId, type RunId, type TaskId } from "../domain/Ids.js"
-import { now } from "../domain/Timestamp.js"
 import { fn } from "../domain/Traced.js"
+import { Events } from "../events/Events.js"
 import { ProjectsRepo } from "../projects/ProjectsRepo.js"
 import type { StoreError } from "../store/Store.js"
+import { taskUpdated } from "../tasks/TaskEvents.js"
 import { Tasks } from "../tasks/Tasks.js"
-import { type TaskRow, TasksRepo } from "../tasks/TasksRepo.js"
-import { type AgentExit, type AgentHandle, buildAgentEnv, DEFAULT_GRACE_MS, spawnAgent } from "./AgentProcess.js"
+import { type TaskRow, TasksRepo, toCreatedTask } from "../tasks/TasksRepo.js"
+import { type AgentHandle, buildAgentEnv, DEFAULT_GRACE_MS, spawnAgent } from "./AgentProcess.js"
 import {
+  type ClonedCommit,
+  cloneAtCommit,
   commitAll,
   createWorktree,
-  type DiffStats,
   diffStats,
-  type GitError,
   isGitRepository,
+  removeClone,
   removeWorktree
 } from "./GitWorkspace.js"
-import { killLeftoverGroup, waitGroupGone } from "./ProcessGroups.js"
-import type { Autonomy, Run, RunLogs, RunLogsParams, RunOutput, RunStart, RunStarted, RunStatus } from "./Run.js"
+import { killLeftoverGroup } from "./ProcessGroups.js"
 import { makeRunLog, type RunLog } from "./RunLog.js"
+import {
+  buildPrompt,
+  COMMIT_AUTHOR,
+  capacityFull,
+  cloneError,
+  commitMessage,
+  decide,
+  defaultBranch,
+  emptyDiff,
+  notStarted,
+  type Outcome,
+  parseOutput,
+  promptForEnv,
+  runEnded,
+  type StopRequest,
+  taskBusy,
+  toRun,
+  worktreeError
+} from "./RunRules.js"
 import { type RunRow, RunsRepo } from "./RunsRepo.js"
+import { prepareSandbox, probeSandbox, removeSandbox, type SandboxProbe, type SandboxStatus } from "./Sandbox.js"
+import {
+  HEARTBEAT_MS,
+  isOrphan,
+  makeSupervisor,
+  onThisMachine,
+  STOP_POLL_MS,
+  type Supervisor,
+  SWEEP_MS
+} from "./Supervision.js"
 
-/** Who the service commits a run's work as. */
-export const COMMIT_AUTHOR = { name: "Taskwright", email: "taskwright@localhost" } as const
+export { buildPrompt, COMMIT_AUTHOR, defaultBranch, parseOutput } from "./RunRules.js"
 
-/** The branch of a task's runs when the request names none. */
-export const defaultBranch = (taskId: TaskId): string => `taskwright/task-${taskId}`
-
-/** The prompt of a run: the task's title and description, and the review comment of a follow-up. */
-export const buildPrompt = (
-  task: { readonly title: string; readonly description: string },
-  feedback: string | null
-) => {
-  const parts = [task.title.trim()]
-  if (task.description.trim() !== "") parts.push(task.description.trim())
-  if (feedback !== null && feedback.trim() !== "") {
-    parts.push(`A reviewer asked for changes to the work done so far on this branch:\n${feedback.trim()}`)
-  }
-  return parts.join("\n\n")
-}
-
-/** `TASKWRIGHT_PROMPT` is cut to this many bytes: Linux refuses a single variable over 128 KiB. */
-const MAX_PROMPT_ENV_BYTES = 96 * 1024
 /** How long the figures of a running run are reused before git is asked again. */
 const LIVE_OUTPUT_TTL_MS = 1_000
 
-const promptForEnv = (prompt: string): string => {
-  const bytes = Buffer.from(prompt, "utf8")
-  return bytes.length <= MAX_PROMPT_ENV_BYTES ? prompt : bytes.subarray(0, MAX_PROMPT_ENV_BYTES).toString("utf8")
-}
+/**
+ * How a review run's answer becomes its review: called once the agent exited 0 with its final
+ * answer, the run's id, and `note` for the run's log. Fails with the reason when the answer is not
+ * a review (the run is then `failed` with that reason).
+ */
+export type ReviewConcluder = (
+  answer: string | null,
+  run: { readonly id: RunId; readonly note: (level: LogLevel, message: string) => void }
+) => Effect.Effect<RunReview, { readonly reason: string }>
 
-const emptyDiff: DiffStats = { files_modified: [], lines_added: 0, lines_removed: 0 }
-
-/** The stored `output` JSON, whatever an older row holds. */
-export const parseOutput = (text: string): RunOutput => {
-  try {
-    const o = JSON.parse(text) as Record<string, unknown>
-    const usage = o.usage as RunOutput["usage"] | undefined
-    return {
-      files_modified: Array.isArray(o.files_modified) ? (o.files_modified as Array<string>) : [],
-      lines_added: Number(o.lines_added) || 0,
-      lines_removed: Number(o.lines_removed) || 0,
-      ...(typeof usage === "object" && usage !== null ? { usage } : {}),
-      ...(typeof o.commit === "string" ? { commit: o.commit } : {})
-    }
-  } catch {
-    return emptyDiff
-  }
-}
-
-const toRun = (row: RunRow, output: RunOutput): Run => ({
-  id: row.id,
-  task_id: row.task_id,
-  agent: row.agent,
-  status: row.status,
-  started_at: row.started_at,
-  completed_at: row.completed_at,
-  output,
-  branch: row.branch,
-  autonomy: row.autonomy,
-  error: row.error
-})
-
-interface StopRequest {
-  readonly kind: "user" | "shutdown"
-  readonly by: string | null
+/** What a review run is made of: its task, the agent and its prompt, the commit it reads, and how it concludes. */
+export interface ReviewRunRequest {
+  /** The new task's title and description; the task is the caller's, in no project. */
+  readonly title: string
+  readonly description: string
+  readonly agent: ResolvedAgent
+  readonly prompt: string
+  /** The branch the run shows (the commit is checked out detached). */
+  readonly branch: string
+  /** Where the commit is cloned from (checked with `validateGitUrl`). */
+  readonly cloneUrl: string
+  readonly commit: string
+  readonly conclude: ReviewConcluder
 }
 
 /** A run this service process supervises. */
 interface ActiveRun {
   readonly id: RunId
   readonly taskId: TaskId
+  /** The task's owner, who owns the run and receives its events. */
+  readonly ownerId: string
+  readonly repoPath: string
   readonly worktreePath: string
   baseSha: string | null
   phase: "starting" | "running" | "finishing"
   handle: AgentHandle | null
+  /** False from the agent's start until none of its processes is left. */
+  agentGone: boolean
   parser: StreamParser | null
   stop: StopRequest | null
   live: { readonly at: number; readonly output: RunOutput } | null
   readonly done: Deferred.Deferred<void>
+  /** A review run's clone and worktree, removed when it ends; null for a task's run. */
+  readonly checkout: ClonedCommit | null
 }
 
 /** Everything the supervisor needs about a run it starts. */
@@ -134,95 +161,24 @@ interface Plan {
   readonly task: { readonly id: TaskId; readonly title: string }
   readonly repoPath: string
   readonly newBranch: boolean
+  readonly sandbox: SandboxProbe
+  /** A review run: its worktree is read-only, nothing is committed, and its answer is concluded. */
+  readonly review: { readonly conclude: ReviewConcluder } | null
 }
 
-interface Outcome {
+/** How a run ends, as its row records it. */
+interface Ending {
   readonly status: RunStatus
-  readonly level: LogDraft["level"]
-  readonly message: string
+  readonly output: RunOutput
   readonly error: string | null
 }
-
-/** A failed outcome: `error` as the run records it, and as a sentence (plus `detail`) in its log. */
-const failed = (error: string, detail = ""): Outcome => ({
-  status: "failed",
-  level: "error",
-  message: `${error.charAt(0).toUpperCase()}${error.slice(1)}${detail}`,
-  error
-})
-
-/** How the process's end maps to the run's status. */
-const decide = (exit: AgentExit, stop: StopRequest | null, timeoutS: number): Outcome => {
-  switch (exit.reason) {
-    case "stopped":
-      if (stop?.kind === "shutdown") return failed("the service shut down during the run", "; the agent was stopped")
-      return { status: "stopped", level: "warn", message: `Stopped${stop?.by ? ` by ${stop.by}` : ""}`, error: null }
-    case "timeout":
-      return failed(`timed out after ${timeoutS} s`, "; the agent's processes were ended")
-    case "spawn_error":
-      return failed(`could not start the agent: ${exit.error ?? "unknown error"}`)
-    case "exit":
-      if (exit.code === 0)
-        return { status: "completed", level: "info", message: "The agent exited with code 0", error: null }
-      return exit.code !== null
-        ? failed(`the agent exited with code ${exit.code}`)
-        : failed(`the agent was killed by ${exit.signal ?? "a signal"}`)
-  }
-}
-
-const notStarted: AgentExit = { code: null, signal: null, reason: "stopped", truncated: false, error: null }
-
-const firstLine = (text: string, max: number): string => {
-  const line = text.split("\n")[0]?.trim() ?? ""
-  return line.length <= max ? line : `${line.slice(0, max - 1)}…`
-}
-
-const commitMessage = (
-  runId: RunId,
-  agent: string,
-  task: { readonly id: TaskId; readonly title: string },
-  note: string,
-  summary: string | null
-): string =>
-  [
-    firstLine(task.title, 72) || `Task #${task.id}`,
-    `Taskwright run ${runId} of task #${task.id} by ${agent}${note}.`,
-    ...(summary !== null && summary.trim() !== "" ? [truncate(summary.trim(), 4000)] : [])
-  ].join("\n\n")
 
 const appendAll = (log: RunLog, drafts: ReadonlyArray<LogDraft>): void => {
   for (const d of drafts) log.append(d.level, d.message)
 }
 
-const taskBusy = (taskId: TaskId) =>
-  new Conflict({ message: `task ${taskId} already has a running agent run`, details: { reason: "task_busy" } })
-
-const runEnded = (row: RunRow) =>
-  new Conflict({
-    message: `run ${row.id} has already ended (${row.status})`,
-    details: { reason: "run_ended", status: row.status }
-  })
-
-/** A failed `createWorktree` as the client sees it. */
-const worktreeError = (branch: string) => (error: GitError) => {
-  const why = `${error.message}\n${error.stderr}`
-  if (/already checked out|already used by worktree|is already locked/.test(why)) {
-    return new Conflict({
-      message: `branch ${branch} is checked out in another worktree (the project's own checkout or a running run)`,
-      details: { reason: "branch_in_use", branch }
-    })
-  }
-  if (/no commit at HEAD/.test(why)) {
-    return new BadRequest({
-      message: "the project's repository has no commit yet; commit something first",
-      details: { reason: "empty_repository" }
-    })
-  }
-  return new BadRequest({
-    message: `cannot create a worktree for the run: ${error.message}`,
-    details: { reason: "git_failed" }
-  })
-}
+const decodeStart = decoder(RunStart, "body")
+const decodeLogs = decoder(RunLogsParams, "query")
 
 export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
   scoped: Effect.gen(function* () {
@@ -232,12 +188,52 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
     const projects = yield* ProjectsRepo
     const agents = yield* Agents
     const config = yield* TaskwrightConfig
+    const events = yield* Events
     const graceMs = DEFAULT_GRACE_MS
     const worktreesDir = join(config.dataDir, "worktrees")
+    // Review runs' clones; nothing else lives here, which is how recovery tells a review run.
+    const reviewsDir = join(config.dataDir, "reviews")
+    // Probed once, on first use: whether runs can be sandboxed on this host.
+    const sandbox = yield* Effect.cached(probeSandbox(config.sandbox ?? "auto"))
     // Supervisors run on the service's own runtime, not the request's: they outlive it.
     const fork = yield* FiberSet.makeRuntime<never>()
     const active = new Map<RunId, ActiveRun>()
     const busyTasks = new Set<TaskId>()
+    // This process's name on the runs it supervises.
+    const me: Supervisor = yield* Effect.sync(makeSupervisor)
+    // Review runs being prepared (cloning): they hold a slot before they are in `active`.
+    let reserved = 0
+    const slotsInUse = () => active.size + reserved
+
+    /** Runs can be contained on this host (or the operator turned the sandbox off): the probe, else 503. */
+    const admit = Effect.flatMap(sandbox, (contained) =>
+      contained.mode === "unavailable"
+        ? Effect.fail(
+            new ServiceUnavailable({
+              message: `agent runs are refused: ${contained.detail}`,
+              details: { reason: "sandbox_unavailable" }
+            })
+          )
+        : Effect.succeed(contained)
+    )
+
+    /** A run about to start, not yet supervised. */
+    const newEntry = (
+      fields: Pick<ActiveRun, "id" | "taskId" | "ownerId" | "repoPath" | "worktreePath" | "baseSha" | "checkout">
+    ) =>
+      Effect.map(
+        Deferred.make<void>(),
+        (done): ActiveRun => ({
+          ...fields,
+          phase: "starting",
+          handle: null,
+          agentGone: true,
+          parser: null,
+          stop: null,
+          live: null,
+          done
+        })
+      )
 
     const release = (entry: ActiveRun) =>
       Effect.sync(() => {
@@ -248,11 +244,24 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
     const loadRun = (actor: Actor, id: RunId) =>
       Effect.flatMap(repo.get(id), (row) => authorizeOwned(actor, "run", id, row))
 
-    const openLog = (runId: RunId, firstSeq: number, notBefore: number, onPressure?: (high: boolean) => void) =>
+    const openLog = (
+      runId: RunId,
+      ownerId: string,
+      firstSeq: number,
+      notBefore: number,
+      onPressure?: (high: boolean) => void
+    ) =>
       makeRunLog({
         firstSeq,
         notBefore,
-        write: (entries) => repo.insertLogs(runId, entries),
+        // Each batch of lines and its `run.log` events: two statements, one transaction.
+        write: (entries) => {
+          if (entries.length === 0) return Effect.void
+          const json = JSON.stringify(entries)
+          return repo.transaction(
+            Effect.zipRight(repo.insertLogsJson(runId, json), events.appendLogs(ownerId, runId, json))
+          )
+        },
         transaction: repo.transaction,
         ...(onPressure === undefined ? {} : { onPressure })
       })
@@ -263,13 +272,26 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         .transaction(
           Effect.gen(function* () {
             const at = now()
-            const changed = yield* repo.finish(runId, {
+            const ended = yield* repo.finish(runId, {
               status,
               completedAt: at,
               output: JSON.stringify(output),
               error
             })
-            if (changed && status === "completed") yield* repo.setTaskStatus(taskId, "in_review", at)
+            if (ended === undefined) return
+            const task = status === "completed" ? yield* repo.setTaskStatus(taskId, "in_review", at) : undefined
+            yield* events.append(
+              [
+                {
+                  type: `run.${status}` as EventDraft["type"],
+                  ownerId: ended.owner_id,
+                  runId,
+                  data: toRun(ended, output)
+                },
+                ...(task === undefined ? [] : [taskUpdated(task)])
+              ],
+              at
+            )
           })
         )
         .pipe(Effect.retry({ times: 5, schedule: Schedule.exponential("200 millis") }))
@@ -291,13 +313,16 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         const { log } = options
         const committed = yield* Effect.either(
           commitAll({
+            repoPath: options.repoPath,
             worktreePath: options.worktreePath,
             message: options.message,
             authorName: COMMIT_AUTHOR.name,
             authorEmail: COMMIT_AUTHOR.email
           })
         )
-        const commit = Either.getOrNull(committed)
+        const refused = Either.isRight(committed) ? committed.right.refused : []
+        for (const path of refused) log.append("warn", `Not committed: ${path.path}, ${path.reason}`)
+        const commit = Either.isRight(committed) ? committed.right.sha : null
         if (Either.isLeft(committed)) {
           log.append("error", `Could not commit the run's changes: ${committed.left.message}`)
         } else if (commit === null) {
@@ -305,7 +330,11 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         } else {
           log.append("info", `Committed ${commit.slice(0, 12)} on branch ${options.branch}`)
         }
-        const diff = yield* diffStats({ worktreePath: options.worktreePath, baseSha: options.baseSha }).pipe(
+        const diff = yield* diffStats({
+          repoPath: options.repoPath,
+          worktreePath: options.worktreePath,
+          baseSha: options.baseSha
+        }).pipe(
           Effect.catchAll((error) =>
             Effect.sync(() => {
               log.append("warn", `Could not measure the run's changes: ${error.message}`)
@@ -316,8 +345,13 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         if (Either.isLeft(committed)) {
           log.append("warn", `The worktree is kept at ${options.worktreePath} with the uncommitted work`)
         } else {
+          // What was refused goes with the worktree: it was never the run's work to keep.
           const removed = yield* Effect.either(
-            removeWorktree({ repoPath: options.repoPath, worktreePath: options.worktreePath })
+            removeWorktree({
+              repoPath: options.repoPath,
+              worktreePath: options.worktreePath,
+              discard: refused.map((path) => path.path)
+            })
           )
           if (Either.isLeft(removed)) log.append("warn", `Could not remove the worktree: ${removed.left.message}`)
           else if (removed.right === "dirty")
@@ -326,7 +360,46 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         return { commitFailed: Either.isLeft(committed), commit, diff }
       })
 
-    /** Starts the agent's process and waits until it and its whole process group are gone. */
+    /**
+     * The sandbox of a run: every project's directory and the projects root are hidden besides
+     * the data directory; null (with the reason in the log) when it cannot be prepared.
+     */
+    const sandboxFor = (entry: ActiveRun, plan: Plan, program: string, bwrap: string, log: RunLog) =>
+      Effect.gen(function* () {
+        const projectPaths = yield* repo.projectPaths
+        const prepared = yield* prepareSandbox({
+          bwrap,
+          runId: entry.id,
+          dataDir: config.dataDir,
+          repoPath: plan.repoPath,
+          worktreePath: entry.worktreePath,
+          branch: plan.branch,
+          hidden: [...Option.toArray(config.projectsRoot), ...projectPaths],
+          program,
+          commandFiles: plan.agent.settings.command ?? [],
+          credentials: plan.agent.settings.credentials,
+          readOnlyPaths: plan.agent.settings.read_only_paths,
+          env: process.env,
+          readOnlyWorktree: plan.review !== null
+        })
+        for (const note of prepared.notes) log.append("warn", note)
+        log.append(
+          "info",
+          `Sandboxed with bubblewrap: ${plan.review === null ? "writable are the worktree, " : "the worktree is read-only; writable are "}` +
+            "a private git directory, HOME and /tmp" +
+            `${plan.agent.settings.credentials.length > 0 ? ", and the configured credentials" : ""}; the network is shared`
+        )
+        return prepared
+      }).pipe(
+        Effect.catchAll((error) =>
+          Effect.sync(() => {
+            log.append("error", `Could not prepare the sandbox: ${error.message}`)
+            return null
+          })
+        )
+      )
+
+    /** Starts the agent's process and waits until it and everything it started are gone. */
     const runProcess = (entry: ActiveRun, plan: Plan, log: RunLog, parser: StreamParser) =>
       Effect.gen(function* () {
         if (entry.stop !== null) return notStarted
@@ -335,13 +408,19 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         const [program, ...args] = launch.argv
         if (program === undefined)
           return { ...notStarted, reason: "spawn_error", error: "no command is configured" } as const
+        const bwrap = plan.sandbox.bwrap
+        const sandboxed = bwrap === null ? null : yield* sandboxFor(entry, plan, program, bwrap, log)
+        if (bwrap !== null && sandboxed === null) {
+          return { ...notStarted, reason: "spawn_error", error: "the sandbox could not be prepared" } as const
+        }
         const env = buildAgentEnv(process.env, {
           ...settings.env,
           ...launch.env,
           TASKWRIGHT_PROMPT: promptForEnv(plan.prompt),
           TASKWRIGHT_TASK_ID: String(plan.task.id),
           TASKWRIGHT_RUN_ID: entry.id,
-          TASKWRIGHT_BRANCH: plan.branch
+          TASKWRIGHT_BRANCH: plan.branch,
+          ...sandboxed?.env
         })
         const handle = spawnAgent({
           command: program,
@@ -359,23 +438,92 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           // Past the cap nothing is stored, but the stream's last events still carry the usage.
           onOverflowLine: (stream, line) => {
             if (stream === "stdout") parser.parseLine(line)
-          }
+          },
+          ...(sandboxed === null ? {} : { sandbox: sandboxed.spawn })
         })
         entry.handle = handle
+        entry.agentGone = handle.pid === null
         entry.phase = "running"
         const pid = handle.pid
         if (pid !== null) {
-          log.append("info", `Started ${basename(program)} (process group ${pid})`)
+          log.append(
+            "info",
+            `Started ${basename(program)}${sandboxed === null ? "" : " in its sandbox"} (process group ${pid})`
+          )
           // A stop that arrived while the process was being started.
           if (entry.stop !== null) handle.stop(graceMs)
           yield* Effect.ignore(repo.setPid(entry.id, pid))
         }
         const exit = yield* Effect.promise(() => handle.exit)
-        if (pid !== null) {
-          const gone = yield* Effect.promise(() => waitGroupGone(pid, graceMs + 2_000))
-          if (!gone) log.append("warn", `Processes of group ${pid} are still alive after SIGKILL`)
+        entry.agentGone = yield* Effect.promise(() => handle.gone(graceMs + 2_000))
+        if (!entry.agentGone) {
+          log.append("warn", `Processes of the agent (process group ${pid}) are still alive after SIGKILL`)
         }
         return exit
+      })
+
+    /** The end of a task's run: its work committed on the branch and measured against the base. */
+    const endTaskRun = (entry: ActiveRun, plan: Plan, log: RunLog, parser: StreamParser, outcome: Outcome) =>
+      Effect.gen(function* () {
+        const results = yield* collect({
+          log,
+          worktreePath: entry.worktreePath,
+          repoPath: entry.repoPath,
+          baseSha: entry.baseSha ?? "",
+          branch: plan.branch,
+          message: commitMessage(
+            entry.id,
+            plan.agent.name,
+            plan.task,
+            outcome.status === "completed" ? "" : ` (${outcome.status}, unfinished)`,
+            parser.finalText()
+          )
+        })
+        if (entry.agentGone) yield* removeSandbox(config.dataDir, entry.id)
+        const commitFailed = results.commitFailed && outcome.status === "completed"
+        const usage = parser.usage()
+        return {
+          status: commitFailed ? "failed" : outcome.status,
+          output: {
+            ...results.diff,
+            ...(usage === null ? {} : { usage }),
+            ...(results.commit === null ? {} : { commit: results.commit })
+          },
+          error: commitFailed ? "the run's changes could not be committed" : outcome.error
+        } satisfies Ending
+      })
+
+    /**
+     * The end of a review run: nothing is committed; the checkout is removed (once none of the
+     * agent's processes is left: until then the supervisor's last step does it), and a completed
+     * run's answer is concluded into `output.review`, or fails the run with the reason.
+     */
+    const endReviewRun = (
+      entry: ActiveRun,
+      conclude: ReviewConcluder,
+      log: RunLog,
+      parser: StreamParser,
+      outcome: Outcome
+    ) =>
+      Effect.gen(function* () {
+        if (entry.agentGone) {
+          if (entry.checkout !== null) yield* removeClone(entry.checkout)
+          yield* removeSandbox(config.dataDir, entry.id)
+          log.append("info", "Removed the review's checkout; nothing is committed for a review")
+        }
+        const usage = parser.usage()
+        const output: RunOutput = { ...emptyDiff, ...(usage === null ? {} : { usage }) }
+        if (outcome.status !== "completed")
+          return { status: outcome.status, output, error: outcome.error } satisfies Ending
+        const concluded = yield* Effect.either(
+          conclude(parser.finalText(), { id: entry.id, note: (level, message) => log.append(level, message) })
+        )
+        if (Either.isLeft(concluded)) {
+          const reason = concluded.left.reason
+          log.append("error", `No review: ${reason}`)
+          return { status: "failed", output, error: reason } satisfies Ending
+        }
+        return { status: "completed", output: { ...output, review: concluded.right }, error: null } satisfies Ending
       })
 
     /** The whole life of a started run, on its own fiber; never fails. */
@@ -384,11 +532,16 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         Effect.gen(function* () {
           // A store slower than the agent's output pauses reading its pipes (the agent then blocks on
           // write) instead of buffering without bound.
-          const log = yield* openLog(entry.id, 1, 0, (high) => (high ? entry.handle?.pause() : entry.handle?.resume()))
+          const log = yield* openLog(entry.id, entry.ownerId, 1, 0, (high) =>
+            high ? entry.handle?.pause() : entry.handle?.resume()
+          )
           log.append(
             "info",
-            `Run ${entry.id}: agent ${plan.agent.name}, autonomy ${plan.autonomy}, branch ${plan.branch} ` +
-              `(${plan.newBranch ? "new, from" : "existing, work measured from"} ${entry.baseSha?.slice(0, 12) ?? "?"})`
+            plan.review === null
+              ? `Run ${entry.id}: agent ${plan.agent.name}, autonomy ${plan.autonomy}, branch ${plan.branch} ` +
+                  `(${plan.newBranch ? "new, from" : "existing, work measured from"} ${entry.baseSha?.slice(0, 12) ?? "?"})`
+              : `Review run ${entry.id}: agent ${plan.agent.name}, autonomy ${plan.autonomy}, ` +
+                  `commit ${entry.baseSha?.slice(0, 12) ?? "?"} of ${plan.branch} checked out read-only`
           )
           log.append("debug", `Prompt: ${truncate(plan.prompt)}`)
           const parser = plan.executor.parser()
@@ -398,48 +551,47 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           appendAll(log, parser.flush())
           const outcome = decide(exit, entry.stop, plan.agent.settings.timeout_s)
           log.append(outcome.level, outcome.message)
-          const results = yield* collect({
-            log,
-            worktreePath: entry.worktreePath,
-            repoPath: plan.repoPath,
-            baseSha: entry.baseSha ?? "",
-            branch: plan.branch,
-            message: commitMessage(
-              entry.id,
-              plan.agent.name,
-              plan.task,
-              outcome.status === "completed" ? "" : ` (${outcome.status}, unfinished)`,
-              parser.finalText()
-            )
-          })
-          const commitFailed = results.commitFailed && outcome.status === "completed"
-          const status: RunStatus = commitFailed ? "failed" : outcome.status
-          const error = commitFailed ? "the run's changes could not be committed" : outcome.error
-          const usage = parser.usage()
-          const output: RunOutput = {
-            ...results.diff,
-            ...(usage === null ? {} : { usage }),
-            ...(results.commit === null ? {} : { commit: results.commit })
-          }
-          log.append(status === "completed" ? "info" : status === "stopped" ? "warn" : "error", `Run ${status}`)
+          const ending =
+            plan.review === null
+              ? yield* endTaskRun(entry, plan, log, parser, outcome)
+              : yield* endReviewRun(entry, plan.review.conclude, log, parser, outcome)
+          log.append(
+            ending.status === "completed" ? "info" : ending.status === "stopped" ? "warn" : "error",
+            `Run ${ending.status}`
+          )
           yield* log.close
-          yield* finishRow(entry.id, plan.task.id, status, output, error)
+          yield* finishRow(entry.id, plan.task.id, ending.status, ending.output, ending.error)
         })
       ).pipe(
         // A bug or a store that stayed away: end the agent and record the run failed if we still can
         // (otherwise the next start-up's recovery does).
         Effect.catchAllCause((cause) =>
-          Effect.sync(() => {
-            process.stderr.write(`[taskwright] supervising run ${entry.id} failed: ${cause}\n`)
-            entry.handle?.stop(graceMs)
-          }).pipe(
+          Effect.logError(`supervising run ${entry.id} failed`, cause).pipe(
+            Effect.zipRight(Effect.sync(() => entry.handle?.stop(graceMs))),
             Effect.zipRight(
               finishRow(entry.id, plan.task.id, "failed", emptyDiff, "the service failed to supervise the run")
             ),
             Effect.ignore
           )
         ),
-        Effect.ensuring(release(entry)),
+        // Released first: the run is over once its row says so (the private directories are only
+        // left-overs). They are removed only once no process of the agent is left: a live agent
+        // could swap a directory for a symlink under the recursive removal and point it anywhere.
+        Effect.ensuring(
+          Effect.zipRight(
+            release(entry),
+            Effect.promise(() => entry.handle?.gone(graceMs + 2_000) ?? Promise.resolve(true)).pipe(
+              Effect.flatMap((gone) =>
+                gone
+                  ? Effect.zipRight(
+                      removeSandbox(config.dataDir, entry.id),
+                      entry.checkout === null ? Effect.void : removeClone(entry.checkout)
+                    )
+                  : Effect.void
+              )
+            )
+          )
+        ),
         Effect.uninterruptible
       )
 
@@ -465,35 +617,28 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         })
       }
       if (busyTasks.has(task.id) || (yield* tasksRepo.hasRunningRun(task.id))) return yield* taskBusy(task.id)
+      const contained = yield* admit
 
       const id = newRunId()
-      const entry: ActiveRun = {
+      const entry = yield* newEntry({
         id,
         taskId: task.id,
+        ownerId: task.owner_id,
+        repoPath: project.path,
         worktreePath: join(worktreesDir, id),
         baseSha: null,
-        phase: "starting",
-        handle: null,
-        parser: null,
-        stop: null,
-        live: null,
-        done: yield* Deferred.make<void>()
-      }
+        checkout: null
+      })
       // Check and reserve with no yield in between: two requests cannot both take the last slot.
       const refused = yield* Effect.sync(() => {
         if (busyTasks.has(task.id)) return "task_busy" as const
-        if (active.size >= config.maxRuns) return "capacity" as const
+        if (slotsInUse() >= config.maxRuns) return "capacity" as const
         active.set(entry.id, entry)
         busyTasks.add(task.id)
         return null
       })
       if (refused === "task_busy") return yield* taskBusy(task.id)
-      if (refused === "capacity") {
-        return yield* new Conflict({
-          message: `${config.maxRuns} agent runs are already running, the most this service runs at once; try again when one ends`,
-          details: { reason: "capacity", max_runs: config.maxRuns }
-        })
-      }
+      if (refused === "capacity") return yield* capacityFull(config.maxRuns)
 
       return yield* Effect.gen(function* () {
         yield* Effect.promise(() => mkdir(worktreesDir, { recursive: true }))
@@ -519,10 +664,24 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           worktree_path: entry.worktreePath,
           base_sha: created.baseSha,
           pid: null,
-          error: null
+          error: null,
+          supervisor: me.id,
+          heartbeat_at: startedAt
         }
         yield* repo
-          .transaction(Effect.zipRight(repo.insert(row), repo.setTaskStatus(task.id, "in_progress", startedAt)))
+          .transaction(
+            Effect.gen(function* () {
+              yield* repo.insert(row)
+              const moved = yield* repo.setTaskStatus(task.id, "in_progress", startedAt)
+              yield* events.append(
+                [
+                  { type: "run.started", ownerId: row.owner_id, runId: row.id, data: toRun(row, emptyDiff) },
+                  ...(moved === undefined ? [] : [taskUpdated(moved)])
+                ],
+                startedAt
+              )
+            })
+          )
           .pipe(
             Effect.catchTag(
               "StoreError",
@@ -542,7 +701,9 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
             prompt: buildPrompt(task, feedback),
             task: { id: task.id, title: task.title },
             repoPath: project.path,
-            newBranch: created.created
+            newBranch: created.created,
+            sandbox: contained,
+            review: null
           })
         )
         return {
@@ -566,35 +727,59 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
       Effect.gen(function* () {
         const entry = active.get(id)
         if (entry === undefined || entry.baseSha === null || entry.phase === "starting") return emptyDiff
+        if (entry.checkout !== null) {
+          // A review changes nothing: only what the agent used so far.
+          const usage = entry.parser?.usage() ?? null
+          return usage === null ? emptyDiff : { ...emptyDiff, usage }
+        }
         const cached = entry.live
         if (cached !== null && Date.now() - cached.at < LIVE_OUTPUT_TTL_MS) return cached.output
-        const diff = yield* diffStats({ worktreePath: entry.worktreePath, baseSha: entry.baseSha }).pipe(
-          Effect.orElseSucceed(() => cached?.output ?? emptyDiff)
-        )
+        const diff = yield* diffStats({
+          repoPath: entry.repoPath,
+          worktreePath: entry.worktreePath,
+          baseSha: entry.baseSha
+        }).pipe(Effect.orElseSucceed(() => cached?.output ?? emptyDiff))
         const usage = entry.parser?.usage() ?? null
         const output: RunOutput = { ...diff, ...(usage === null ? {} : { usage }) }
         entry.live = { at: Date.now(), output }
         return output
       })
 
-    /** Marks a run a dead service left `running` as failed, after ending its leftovers and saving its work. */
+    /** A review run's clone and worktree, from its row: its repository is a clone under `<data dir>/reviews`. */
+    const reviewCheckout = (row: RunRow): ClonedCommit | null =>
+      row.repo_path !== null && row.worktree_path !== null && dirname(resolve(row.repo_path)) === resolve(reviewsDir)
+        ? { clonePath: row.repo_path, worktreePath: row.worktree_path }
+        : null
+
+    /** Marks a run a dead service process left `running` as failed, after ending its leftovers and saving its work. */
     const recoverOne = (row: RunRow) =>
       Effect.scoped(
         Effect.gen(function* () {
           const last = yield* repo.lastLog(row.id)
-          const log = yield* openLog(row.id, (last?.seq ?? 0) + 1, last === undefined ? 0 : Date.parse(last.timestamp))
+          const log = yield* openLog(
+            row.id,
+            row.owner_id,
+            (last?.seq ?? 0) + 1,
+            last === undefined ? 0 : Date.parse(last.timestamp)
+          )
           log.append(
             "error",
             "The service stopped without finishing this run (it was killed or crashed); the run is marked failed"
           )
-          if (row.pid !== null) {
+          if (row.pid !== null && onThisMachine(me, row.supervisor)) {
             const pid = row.pid
             if (yield* Effect.promise(() => killLeftoverGroup(pid, row.id, graceMs))) {
               log.append("warn", `Ended the agent's leftover processes (process group ${pid})`)
             }
+          } else if (row.pid !== null) {
+            log.append("warn", "The agent ran on another machine; its processes there are not ended from here")
           }
           let output = parseOutput(row.output)
-          if (
+          const review = reviewCheckout(row)
+          if (review !== null) {
+            yield* removeClone(review)
+            log.append("info", "Removed the review's checkout")
+          } else if (
             row.worktree_path !== null &&
             row.repo_path !== null &&
             row.base_sha !== null &&
@@ -616,11 +801,94 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
             })
             output = { ...output, ...results.diff, ...(results.commit === null ? {} : { commit: results.commit }) }
           }
+          yield* removeSandbox(config.dataDir, row.id)
           log.append("error", "Run failed")
           yield* log.close
           yield* finishRow(row.id, row.task_id, "failed", output, "the service stopped while the run was in progress")
         })
       )
+
+    /**
+     * Recovers the running runs whose supervisor is gone (never one this process supervises),
+     * each taken over first so that no two processes recover the same run. Answers how many.
+     */
+    const recoverOrphans = (only?: RunId) =>
+      Effect.gen(function* () {
+        let recovered = 0
+        for (const row of yield* repo.running) {
+          if ((only !== undefined && row.id !== only) || active.has(row.id) || !isOrphan(me, row, Date.now())) continue
+          if (!(yield* repo.claim(row, me.id, now()))) continue
+          yield* recoverOne(row)
+          recovered += 1
+        }
+        return recovered
+      })
+
+    /**
+     * This process's side of sharing the store: every second, the stops asked for through
+     * another process; every few seconds, its runs' heartbeat (a run the store no longer says it
+     * supervises was taken over: its agent is stopped) and the orphans of processes that died.
+     * A store that is away only delays these.
+     */
+    const tick = (count: number) =>
+      Effect.gen(function* () {
+        if (active.size > 0) {
+          for (const request of yield* repo.stopRequests(me.id)) {
+            const entry = active.get(request.id)
+            if (entry === undefined || entry.phase === "finishing") continue
+            entry.stop ??= { kind: "user", by: request.stop_requested }
+            entry.handle?.stop(graceMs)
+          }
+          if (count % (HEARTBEAT_MS / STOP_POLL_MS) === 0) {
+            const mine = yield* repo.heartbeat(me.id, now())
+            for (const entry of active.values()) {
+              if (entry.phase !== "running" || mine.has(entry.id)) continue
+              entry.stop ??= { kind: "taken_over", by: null }
+              entry.handle?.stop(graceMs)
+            }
+          }
+        }
+        if (count % (SWEEP_MS / STOP_POLL_MS) === 0) {
+          const recovered = yield* recoverOrphans()
+          if (recovered > 0) {
+            yield* Effect.logWarning(`marked ${recovered} run(s) failed whose service process is gone`)
+          }
+        }
+      }).pipe(Effect.ignore)
+    let ticks = 0
+
+    /**
+     * Stops a run another process supervises: the request goes through the store, its supervisor
+     * stops the agent within a second and records the run; answers once it has. A supervisor that
+     * is gone meanwhile: the run is recovered (failed) here. 503 when neither happens in time.
+     */
+    const stopElsewhere = (actor: Actor, row: RunRow) =>
+      Effect.gen(function* () {
+        const deadline = Date.now() + graceMs + 30_000
+        if (!(yield* repo.requestStop(row.id, actor.userId))) {
+          const ended = yield* repo.get(row.id)
+          if (ended === undefined) return yield* NotFound.of("run", row.id)
+          return yield* runEnded(ended)
+        }
+        while (Date.now() < deadline) {
+          yield* Effect.sleep("200 millis")
+          const current = yield* repo.get(row.id)
+          if (current === undefined) return yield* NotFound.of("run", row.id)
+          if (current.status === "stopped") return toRun(current, parseOutput(current.output))
+          if (current.status !== "running") return yield* runEnded(current)
+          if (isOrphan(me, current, Date.now())) yield* recoverOrphans(row.id)
+        }
+        return yield* new ServiceUnavailable({
+          message: `the service process supervising run ${row.id} did not stop it in time; it will when it can`,
+          details: { reason: "supervisor_unresponsive" }
+        })
+      })
+    yield* Effect.forkScoped(
+      Effect.repeat(
+        Effect.suspend(() => tick(++ticks)),
+        Schedule.spaced(`${STOP_POLL_MS} millis`)
+      )
+    )
 
     // On shutdown every run is stopped and its work committed before the store closes
     // (this finalizer runs before the fiber set's, and the store's layer outlives this one).
@@ -641,7 +909,9 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
 
     return {
       /** `POST /api/tasks/:id/run`. */
-      start: fn("Runs.start")(function* (actor: Actor, taskId: TaskId, input: RunStart) {
+      /** `POST /api/tasks/:id/run`; `body` as a client sends it ({@link RunStart}). */
+      start: fn("Runs.start")(function* (actor: Actor, taskId: TaskId, body: unknown) {
+        const input = yield* decodeStart(body)
         const agent = yield* agents.resolve(input.agent)
         const task = yield* tasks.load(actor, taskId)
         return yield* launch(
@@ -650,6 +920,140 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           input.autonomy ?? agent.settings.autonomy,
           input.branch ?? defaultBranch(task.id),
           null
+        )
+      }),
+
+      /**
+       * Whether a run could start now: runs can be contained on this host (503 otherwise) and a
+       * slot is free (409 `capacity` otherwise). For callers with costly work to do first; the
+       * start itself checks again.
+       */
+      admission: Effect.gen(function* () {
+        yield* admit
+        if (slotsInUse() >= config.maxRuns) return yield* capacityFull(config.maxRuns)
+      }),
+
+      /**
+       * Starts a review run: reserves a slot, clones `cloneUrl` and checks `commit` out read-only
+       * in the run's worktree, then records a new task of the caller's (no project, `in_progress`)
+       * and the run in one transaction, and hands it to a supervisor. No commit is made at the end;
+       * the clone is removed and the agent's answer concluded into `output.review`.
+       */
+      startReview: fn("Runs.startReview")(function* (actor: Actor, request: ReviewRunRequest) {
+        const contained = yield* admit
+        const refused = yield* Effect.sync(() => {
+          if (slotsInUse() >= config.maxRuns) return true
+          reserved += 1
+          return false
+        })
+        if (refused) return yield* capacityFull(config.maxRuns)
+        const id = newRunId()
+        return yield* Effect.gen(function* () {
+          yield* Effect.promise(() =>
+            Promise.all([mkdir(worktreesDir, { recursive: true }), mkdir(reviewsDir, { recursive: true })])
+          )
+          const checkout = yield* cloneAtCommit({
+            url: request.cloneUrl,
+            clonePath: join(reviewsDir, id),
+            worktreePath: join(worktreesDir, id),
+            commit: request.commit
+          }).pipe(Effect.mapError(cloneError(request.cloneUrl, request.commit)))
+          const autonomy: Autonomy = "read-only"
+          const startedAt = now()
+          const task = {
+            owner_id: actor.userId,
+            project_id: null,
+            title: request.title,
+            description: request.description,
+            status: "in_progress",
+            priority: "medium",
+            labels: "[]",
+            created_at: startedAt,
+            updated_at: startedAt
+          } satisfies Omit<TaskRow, "id">
+          const row = yield* repo
+            .transaction(
+              Effect.gen(function* () {
+                const taskId = yield* tasksRepo.insert(task)
+                const row: RunRow = {
+                  id,
+                  task_id: taskId,
+                  owner_id: actor.userId,
+                  agent: request.agent.name,
+                  autonomy,
+                  branch: request.branch,
+                  status: "running",
+                  started_at: startedAt,
+                  completed_at: null,
+                  output: "{}",
+                  repo_path: checkout.clonePath,
+                  worktree_path: checkout.worktreePath,
+                  base_sha: request.commit,
+                  pid: null,
+                  error: null,
+                  supervisor: me.id,
+                  heartbeat_at: startedAt
+                }
+                yield* repo.insert(row)
+                yield* events.append(
+                  [
+                    { type: "task.created", ownerId: actor.userId, data: toCreatedTask({ ...task, id: taskId }) },
+                    { type: "run.started", ownerId: actor.userId, runId: id, data: toRun(row, emptyDiff) }
+                  ],
+                  startedAt
+                )
+                return row
+              })
+            )
+            .pipe(Effect.tapError(() => removeClone(checkout)))
+          const entry = yield* newEntry({
+            id,
+            taskId: row.task_id,
+            ownerId: actor.userId,
+            repoPath: checkout.clonePath,
+            worktreePath: checkout.worktreePath,
+            baseSha: request.commit,
+            checkout
+          })
+          yield* Effect.sync(() => {
+            active.set(id, entry)
+            busyTasks.add(row.task_id)
+            reserved -= 1
+          })
+          fork(
+            supervise(entry, {
+              agent: request.agent,
+              executor: executorFor(request.agent.kind),
+              autonomy,
+              branch: request.branch,
+              prompt: request.prompt,
+              task: { id: row.task_id, title: request.title },
+              repoPath: checkout.clonePath,
+              newBranch: false,
+              sandbox: contained,
+              review: { conclude: request.conclude }
+            })
+          )
+          return {
+            run_id: id,
+            task_id: row.task_id,
+            agent: request.agent.name,
+            status: "running",
+            started_at: startedAt,
+            branch: request.branch,
+            autonomy
+          } satisfies RunStarted
+        }).pipe(
+          // The slot goes back unless the run took it over.
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit)
+              ? Effect.void
+              : Effect.sync(() => {
+                  reserved -= 1
+                })
+          ),
+          // A client that goes away must not leave a run recorded `running` with no supervisor.
+          Effect.uninterruptible
         )
       }),
 
@@ -671,7 +1075,9 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
       }),
 
       /** `GET /api/runs/:run_id/logs`. */
-      logs: fn("Runs.logs")(function* (actor: Actor, id: RunId, params: RunLogsParams) {
+      /** `GET /api/runs/:run_id/logs`; `query` as a client sends it ({@link RunLogsParams}). */
+      logs: fn("Runs.logs")(function* (actor: Actor, id: RunId, query: unknown) {
+        const params = yield* decodeLogs(query)
         yield* loadRun(actor, id)
         const logs = yield* repo.logs(id, { after: params.after ?? 0, since: params.since, limit: params.limit })
         return { logs } satisfies RunLogs
@@ -682,12 +1088,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         const row = yield* loadRun(actor, id)
         if (row.status !== "running") return yield* runEnded(row)
         const entry = active.get(id)
-        if (entry === undefined) {
-          return yield* new Conflict({
-            message: `run ${id} is not supervised by this service process`,
-            details: { reason: "not_supervised" }
-          })
-        }
+        if (entry === undefined) return yield* stopElsewhere(actor, row)
         if (entry.phase !== "finishing") {
           entry.stop ??= { kind: "user", by: actor.userId }
           entry.handle?.stop(graceMs)
@@ -699,19 +1100,21 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         return toRun(final, parseOutput(final.output))
       }),
 
-      /** Start-up: runs left `running` by a previous process become `failed`. Answers how many. */
-      recover: Effect.gen(function* () {
-        let recovered = 0
-        for (const row of yield* repo.running) {
-          if (active.has(row.id)) continue
-          yield* recoverOne(row)
-          recovered += 1
-        }
-        return recovered
-      }).pipe(Effect.withSpan("Runs.recover")),
+      /**
+       * Start-up: runs left `running` by a process that is gone become `failed` (a live process's
+       * runs, on this machine or another, are left to it). Answers how many.
+       */
+      recover: recoverOrphans().pipe(Effect.withSpan("Runs.recover")),
 
       /** Runs this process supervises right now. */
-      activeCount: Effect.sync(() => active.size)
+      activeCount: Effect.sync(() => active.size),
+
+      /**
+       * How agent runs are contained on this host (probed once): `bwrap` (sandboxed), `off`
+       * (`TASKWRIGHT_SANDBOX=off`) or `unavailable` (runs are refused with 503), and a sentence
+       * saying why and, when refused, how to fix it. For a host to print at start.
+       */
+      sandboxStatus: Effect.map(sandbox, ({ mode, detail }): SandboxStatus => ({ mode, detail }))
     }
   })
 }) {}

@@ -5,12 +5,10 @@
  * array (`json_each` on SQLite, `json_array_elements` on PostgreSQL), so a chatty agent costs one
  * round trip per batch rather than one per line on either engine.
  */
+import type { Autonomy, RunId, RunLogEntry, RunStatus, TaskId, TaskStatus, Timestamp } from "@taskwright/domain"
 import { Effect } from "effect"
-import type { RunId, TaskId } from "../domain/Ids.js"
-import type { Timestamp } from "../domain/Timestamp.js"
 import { StoreTag, statement } from "../store/Store.js"
-import type { TaskStatus } from "../tasks/Task.js"
-import type { Autonomy, RunLogEntry, RunStatus } from "./Run.js"
+import { type TaskRow, taskColumns } from "../tasks/TasksRepo.js"
 
 export interface RunRow {
   readonly id: RunId
@@ -29,6 +27,10 @@ export interface RunRow {
   readonly base_sha: string | null
   readonly pid: number | null
   readonly error: string | null
+  /** The service process supervising the run (see `Supervision.ts`); null on runs of older versions. */
+  readonly supervisor: string | null
+  /** When the supervisor last said it is alive. */
+  readonly heartbeat_at: Timestamp | null
 }
 
 export interface ReviewRow {
@@ -42,7 +44,7 @@ export interface ReviewRow {
 }
 
 const runColumns =
-  "id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output, repo_path, worktree_path, base_sha, pid, error"
+  "id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output, repo_path, worktree_path, base_sha, pid, error, supervisor, heartbeat_at"
 
 const logColumns = "seq, timestamp, level, message"
 
@@ -55,14 +57,37 @@ const q = {
   ),
   insert: statement(
     "runs.insert",
-    `INSERT INTO runs (${runColumns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+    `INSERT INTO runs (${runColumns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+  ),
+  // One statement a beat: the heartbeat, and which of its runs the store still says it supervises.
+  heartbeat: statement<{ id: RunId }>(
+    "runs.heartbeat",
+    "UPDATE runs SET heartbeat_at = ? WHERE supervisor = ? AND status = 'running' RETURNING id"
+  ),
+  stopRequests: statement<{ id: RunId; stop_requested: string }>(
+    "runs.stopRequests",
+    "SELECT id, stop_requested FROM runs WHERE supervisor = ? AND status = 'running' AND stop_requested IS NOT NULL"
+  ),
+  requestStop: statement(
+    "runs.requestStop",
+    "UPDATE runs SET stop_requested = COALESCE(stop_requested, ?) WHERE id = ? AND status = 'running'"
+  ),
+  // Taken only from the supervisor and heartbeat the taker saw: two processes never both take a run.
+  claim: statement(
+    "runs.claim",
+    "UPDATE runs SET supervisor = ?, heartbeat_at = ? WHERE id = ? AND status = 'running' AND COALESCE(supervisor, '') = ? AND COALESCE(heartbeat_at, '') = ?"
   ),
   setPid: statement("runs.setPid", "UPDATE runs SET pid = ? WHERE id = ?"),
-  finish: statement(
+  finish: statement<RunRow>(
     "runs.finish",
-    "UPDATE runs SET status = ?, completed_at = ?, output = ?, error = ?, pid = NULL WHERE id = ? AND status = 'running'"
+    `UPDATE runs SET status = ?, completed_at = ?, output = ?, error = ?, pid = NULL WHERE id = ? AND status = 'running' RETURNING ${runColumns}`
   ),
-  setTaskStatus: statement("runs.setTaskStatus", "UPDATE tasks SET status = ?, updated_at = ? WHERE id = ?"),
+  // `updated_at` never goes back in commit order (as a PATCH's); the row answered is the task's event.
+  setTaskStatus: statement<TaskRow>(
+    "runs.setTaskStatus",
+    `UPDATE tasks SET status = ?, updated_at = MAX(?, updated_at) WHERE id = ? RETURNING ${taskColumns}`,
+    `UPDATE tasks SET status = $1, updated_at = GREATEST($2, updated_at) WHERE id = $3 RETURNING ${taskColumns}`
+  ),
   insertLogs: statement(
     "runs.insertLogs",
     "INSERT INTO run_logs (run_id, seq, timestamp, level, message) SELECT ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?)",
@@ -83,16 +108,19 @@ const q = {
     "runs.lastLog",
     "SELECT seq, timestamp FROM run_logs WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
   ),
-  reviewTransition: statement(
+  reviewTransition: statement<TaskRow>(
     "reviews.transition",
-    "UPDATE tasks SET status = ?, updated_at = ? WHERE id = ? AND status = 'in_review'"
+    `UPDATE tasks SET status = ?, updated_at = MAX(?, updated_at) WHERE id = ? AND status = 'in_review' RETURNING ${taskColumns}`,
+    `UPDATE tasks SET status = $1, updated_at = GREATEST($2, updated_at) WHERE id = $3 AND status = 'in_review' RETURNING ${taskColumns}`
   ),
-  undoReviewTransition: statement(
+  undoReviewTransition: statement<TaskRow>(
     "reviews.undoTransition",
-    "UPDATE tasks SET status = 'in_review', updated_at = ? WHERE id = ? AND status = ?"
+    `UPDATE tasks SET status = 'in_review', updated_at = MAX(?, updated_at) WHERE id = ? AND status = ? RETURNING ${taskColumns}`,
+    `UPDATE tasks SET status = 'in_review', updated_at = GREATEST($1, updated_at) WHERE id = $2 AND status = $3 RETURNING ${taskColumns}`
   ),
   deleteReview: statement("reviews.delete", "DELETE FROM reviews WHERE id = ?"),
   setReviewRun: statement("reviews.setRun", "UPDATE reviews SET run_id = ? WHERE id = ?"),
+  projectPaths: statement<{ path: string }>("runs.projectPaths", "SELECT DISTINCT path FROM projects"),
   insertReview: statement(
     "reviews.insert",
     "INSERT INTO reviews (id, task_id, action, comment, reviewer, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -132,20 +160,39 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("@taskwright/core/RunsR
           row.worktree_path,
           row.base_sha,
           row.pid,
-          row.error
+          row.error,
+          row.supervisor,
+          row.heartbeat_at
         ]),
-      setPid: (id: RunId, pid: number | null) => store.run(q.setPid, [pid, id]),
-      /** Ends a running run; answers false when it had already ended. */
-      finish: (id: RunId, end: { status: RunStatus; completedAt: Timestamp; output: string; error: string | null }) =>
+      /** Refreshes the heartbeat of `supervisor`'s runs; answers the ids of those still running. */
+      heartbeat: (supervisor: string, at: Timestamp) =>
+        Effect.map(store.all(q.heartbeat, [at, supervisor]), (rows) => new Set(rows.map((row) => row.id))),
+      /** `supervisor`'s running runs that a user asked (through another process) to stop, and who. */
+      stopRequests: (supervisor: string) => store.all(q.stopRequests, [supervisor]),
+      /** Asks the supervisor of a running run to stop it; false when the run is not running. */
+      requestStop: (id: RunId, by: string) => Effect.map(store.run(q.requestStop, [by, id]), (n) => n > 0),
+      /** Takes over an orphan as its row was read; false when another process changed it first. */
+      claim: (row: RunRow, supervisor: string, at: Timestamp) =>
         Effect.map(
-          store.run(q.finish, [end.status, end.completedAt, end.output, end.error, id]),
-          (changed) => changed > 0
+          store.run(q.claim, [supervisor, at, row.id, row.supervisor ?? "", row.heartbeat_at ?? ""]),
+          (n) => n > 0
         ),
+      setPid: (id: RunId, pid: number | null) => store.run(q.setPid, [pid, id]),
+      /** Ends a running run; answers the ended row, or `undefined` when it had already ended. */
+      finish: (id: RunId, end: { status: RunStatus; completedAt: Timestamp; output: string; error: string | null }) =>
+        Effect.map(store.get(q.finish, [end.status, end.completedAt, end.output, end.error, id]), (row) =>
+          row === undefined ? row : toRunRow(row)
+        ),
+      /** Moves a task to `status`; answers the task as stored, or `undefined` when it is gone. */
       setTaskStatus: (taskId: TaskId, status: TaskStatus, at: Timestamp) =>
-        store.run(q.setTaskStatus, [status, at, taskId]),
+        Effect.map(store.get(q.setTaskStatus, [status, at, taskId]), (row) =>
+          row === undefined ? row : { ...row, id: Number(row.id) as TaskId }
+        ),
       /** Inserts log entries (already sanitised, seq increasing) in one statement. */
       insertLogs: (runId: RunId, entries: ReadonlyArray<LogTuple>) =>
         entries.length === 0 ? Effect.succeed(0) : store.run(q.insertLogs, [runId, JSON.stringify(entries)]),
+      /** {@link insertLogs} of entries already as JSON (`[[seq, timestamp, level, message], ...]`). */
+      insertLogsJson: (runId: RunId, entries: string) => store.run(q.insertLogs, [runId, entries]),
       /** A page of log entries, oldest first: `seq > after` and, when given, `timestamp > since`. */
       logs: (runId: RunId, page: { after: number; since: Timestamp | undefined; limit: number }) =>
         Effect.gen(function* () {
@@ -163,17 +210,21 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("@taskwright/core/RunsR
         Effect.map(store.get(q.lastLog, [runId]), (row) =>
           row === undefined ? undefined : { seq: Number(row.seq), timestamp: row.timestamp }
         ),
-      /** Moves a task out of `in_review`; answers false when it was not (or no longer) in review. */
+      /** Moves a task out of `in_review`; answers the task, or `undefined` when it was not (or no longer) in review. */
       reviewTransition: (taskId: TaskId, status: TaskStatus, at: Timestamp) =>
-        Effect.map(store.run(q.reviewTransition, [status, at, taskId]), (changed) => changed > 0),
-      /** Takes a review back (its follow-up run could not start). */
+        Effect.map(store.get(q.reviewTransition, [status, at, taskId]), (row) =>
+          row === undefined ? row : { ...row, id: Number(row.id) as TaskId }
+        ),
+      /** Takes a review back (its follow-up run could not start); answers the task back in review, if it moved. */
       undoReview: (reviewId: string, taskId: TaskId, status: TaskStatus, at: Timestamp) =>
-        store.transaction(
-          Effect.zipRight(
-            store.run(q.deleteReview, [reviewId]),
-            store.run(q.undoReviewTransition, [at, taskId, status])
+        Effect.zipRight(
+          store.run(q.deleteReview, [reviewId]),
+          Effect.map(store.get(q.undoReviewTransition, [at, taskId, status]), (row) =>
+            row === undefined ? row : { ...row, id: Number(row.id) as TaskId }
           )
         ),
+      /** Every project's directory: what a sandboxed agent must not see (but its own project's objects). */
+      projectPaths: Effect.map(store.all(q.projectPaths), (rows) => rows.map((row) => row.path)),
       setReviewRun: (reviewId: string, runId: RunId) => store.run(q.setReviewRun, [runId, reviewId]),
       insertReview: (row: ReviewRow) =>
         store.run(q.insertReview, [
