@@ -1,3 +1,5 @@
+import { defineConfig } from "tsup"
 import { libraryBuild } from "../../tsup.shared.js"
 
-export default libraryBuild
+// Two entries: the public API, and `./internal` for Taskwright's own packages (shared code in chunks).
+export default defineConfig({ ...libraryBuild, entry: ["src/index.ts", "src/internal.ts"] })

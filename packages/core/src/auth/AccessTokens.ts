@@ -8,17 +8,22 @@
  * check that key is still live: revoking or rotating the key, or its expiry, ends its tokens.
  * Verification pins the algorithm, requires `exp`, `iat`, `sub` and `jti`, and checks `kid`.
  */
+
 import { createHash, randomBytes, webcrypto } from "node:crypto"
-import { Data, Effect, Option, Schema } from "effect"
+import {
+  type AccessTokenResponse,
+  type Actor,
+  parseScopes,
+  randomBase62,
+  type Scope,
+  Unauthorized
+} from "@taskwright/domain"
+import { Data, Effect, Option } from "effect"
 import { jwtVerify, SignJWT } from "jose"
 import { TaskwrightConfig } from "../Config.js"
-import { Unauthorized } from "../domain/Errors.js"
-import { randomBase62 } from "../domain/Ids.js"
 import type { StoreError } from "../store/Store.js"
-import type { Actor } from "./Actor.js"
 import { AuthRepo } from "./AuthRepo.js"
 import { defaultAuthSettings } from "./AuthSettings.js"
-import { parseScopes, type Scope } from "./Scopes.js"
 
 /** The configuration refuses what the service cannot safely run with. */
 export class AuthConfigError extends Data.TaggedError("AuthConfigError")<{ readonly message: string }> {}
@@ -31,14 +36,6 @@ const SETTINGS_KEY = "jwt_secret"
 const MIN_SECRET_BYTES = 32
 /** Tolerated clock difference between this server and the one that issued a token. */
 const LEEWAY_SECONDS = 30
-
-/** The answer of `POST /api/auth/token`. */
-export const AccessTokenResponse = Schema.Struct({
-  access_token: Schema.String,
-  token_type: Schema.Literal("Bearer"),
-  expires_in: Schema.Number
-})
-export type AccessTokenResponse = typeof AccessTokenResponse.Type
 
 /** What a token is minted from: a live API key. */
 export interface TokenSource {

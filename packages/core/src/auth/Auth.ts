@@ -6,13 +6,11 @@
  * - `Authorization: Bearer <access token>`: a JWT, verified by {@link AccessTokens}.
  * - The `service_session` cookie, when no `Authorization` header is sent: see {@link Sessions}.
  */
-import { Effect, Schema } from "effect"
-import { Unauthorized } from "../domain/Errors.js"
+import { type Actor, decoder, parseScopes, type Scope, TokenRequest, Unauthorized } from "@taskwright/domain"
+import { Effect } from "effect"
 import type { StoreError } from "../store/Store.js"
 import { type KeyCredentialRow, UsersRepo } from "../users/UsersRepo.js"
 import { AccessTokens } from "./AccessTokens.js"
-import type { Actor } from "./Actor.js"
-import { parseScopes, type Scope } from "./Scopes.js"
 import { digestsEqual, hashSecret, isWellFormedApiKey } from "./Secrets.js"
 import { Sessions, sessionTokenFromCookie } from "./Sessions.js"
 
@@ -30,14 +28,7 @@ export const bearerToken = (header: string | undefined): string | undefined => {
   return match?.[1]
 }
 
-/** The body of `POST /api/auth/token`. */
-export const TokenRequest = Schema.Struct({
-  // The message never quotes the value sent: it may be a secret.
-  api_key: Schema.String.annotations({ message: () => "api_key must be a string" }).pipe(
-    Schema.maxLength(8192, { message: () => "api_key is too long to be an API key" })
-  )
-})
-export type TokenRequest = typeof TokenRequest.Type
+const decodeToken = decoder(TokenRequest, "body")
 
 /** The credentials a request may carry. */
 export interface RequestCredentials {
@@ -120,7 +111,8 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
         return session === undefined ? Effect.fail(missing) : sessions.authenticate(session)
       },
       /** Exchanges an API key (never a token or a session) for an access token carrying the key's scopes. */
-      issueToken: Effect.fn("Auth.issueToken")(function* (input: TokenRequest) {
+      issueToken: Effect.fn("Auth.issueToken")(function* (body: unknown) {
+        const input = yield* decodeToken(body)
         const actor = yield* apiKey(input.api_key.trim())
         const key = yield* users.keyById(actor.credential.id)
         if (key === undefined) return yield* invalid

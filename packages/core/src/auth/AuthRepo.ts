@@ -4,8 +4,8 @@
  * JWT secret. Each credential lookup is one indexed query that also answers what the check needs
  * of the user (admin or not).
  */
+import type { ApiKeyId, UserId } from "@taskwright/domain"
 import { Effect } from "effect"
-import type { ApiKeyId, UserId } from "../domain/Ids.js"
 import { StoreTag, statement } from "../store/Store.js"
 
 export interface SessionRow {

@@ -9,14 +9,13 @@
  * access tokens made from it share one; a session spends its user's); anything else spends the
  * client address's anonymous budget, a credential that fails to authenticate included.
  */
+import { type Actor, Forbidden, RateLimited, type Unauthorized } from "@taskwright/domain"
 import { Effect } from "effect"
 import { TaskwrightConfig } from "../Config.js"
-import { Forbidden, RateLimited, type Unauthorized } from "../domain/Errors.js"
 import { addressSubject } from "../ratelimit/ClientAddress.js"
 import { type RateLimiter, RateLimiter as RateLimiterTag, type RateState } from "../ratelimit/RateLimiter.js"
 import type { StoreError } from "../store/Store.js"
 import { KeyUsage } from "../users/KeyUsage.js"
-import type { Actor } from "./Actor.js"
 import { Auth } from "./Auth.js"
 import { defaultAuthSettings } from "./AuthSettings.js"
 import { sameOrigin } from "./Csrf.js"
@@ -30,8 +29,10 @@ import { isSafeMethod, type RequestInfo } from "./RequestInfo.js"
  * - `verify` (`/api/auth/verify`, for reverse proxies): like `required`, but never 429, which
  *   proxies turn into 500: a caller without a valid credential over budget gets 401, a valid
  *   credential over its budget 403 (with `Retry-After`).
+ * - `document` (the OpenAPI document, the reference page and its script): no credential is looked
+ *   at; the client address's own budget for documents is spent.
  */
-export type GateMode = "required" | "optional" | "verify"
+export type GateMode = "required" | "optional" | "verify" | "document"
 
 /** The outcome: who is calling (if anyone), the budget's state, and the error when refused. */
 export interface Admission {
@@ -57,7 +58,13 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
     const limiter: RateLimiter = yield* RateLimiterTag
     const usage = yield* KeyUsage
     const settings = (yield* TaskwrightConfig).auth ?? defaultAuthSettings
-    const { authenticated, anonymous } = limiter.policies
+    const { authenticated, anonymous, documents } = limiter.policies
+
+    const asDocument = (rate: RateState): Admission => ({
+      actor: undefined,
+      rate,
+      refusal: rate.allowed ? undefined : rateLimited(rate, "for the API's documents, per client address")
+    })
 
     const asAnonymous = (request: RequestInfo, mode: GateMode, error: Unauthorized) =>
       Effect.map(
@@ -112,6 +119,10 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
        */
       admitNow: (request: RequestInfo, mode: GateMode): Admission | undefined => {
         if (!limiter.synchronous) return undefined
+        if (mode === "document") {
+          const rate = limiter.consumeNow(documents, addressSubject(request.clientAddress))
+          return rate === undefined ? undefined : asDocument(rate)
+        }
         const actor = auth.authenticateNow(request.header("authorization"))
         if (actor === undefined) return undefined
         const rate = limiter.consumeNow(authenticated, subjectOf(actor))
@@ -119,15 +130,17 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
       },
       /** Authenticates and rate-limits one request. */
       admit: (request: RequestInfo, mode: GateMode): Effect.Effect<Admission, StoreError> =>
-        auth
-          .authenticateRequest({ authorization: request.header("authorization"), cookie: request.header("cookie") })
-          .pipe(
-            Effect.matchEffect({
-              onFailure: (error) =>
-                error._tag === "Unauthorized" ? asAnonymous(request, mode, error) : Effect.fail(error),
-              onSuccess: (actor) => asActor(request, mode, actor)
-            })
-          )
+        mode === "document"
+          ? Effect.map(limiter.consume(documents, addressSubject(request.clientAddress)), asDocument)
+          : auth
+              .authenticateRequest({ authorization: request.header("authorization"), cookie: request.header("cookie") })
+              .pipe(
+                Effect.matchEffect({
+                  onFailure: (error) =>
+                    error._tag === "Unauthorized" ? asAnonymous(request, mode, error) : Effect.fail(error),
+                  onSuccess: (actor) => asActor(request, mode, actor)
+                })
+              )
     }
   })
 }) {}

@@ -1,6 +1,5 @@
+import { type Actor, Forbidden, NotFound, owns } from "@taskwright/domain"
 import { Effect } from "effect"
-import { Forbidden, NotFound } from "../domain/Errors.js"
-import { type Actor, owns } from "./Actor.js"
 
 /**
  * The ownership rule of every resource: 404 when it does not exist, 403 when it is another

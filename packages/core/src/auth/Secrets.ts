@@ -3,9 +3,10 @@
  * mistyped key is refused without a database lookup and secret scanners can recognise ours.
  * Only the SHA-256 of a secret is ever stored.
  */
+
 import * as crypto from "node:crypto"
 import { crc32 } from "node:zlib"
-import { randomBase62 } from "../domain/Ids.js"
+import { randomBase62 } from "@taskwright/domain"
 
 const PREFIX = "twk_"
 const BODY_LENGTH = 43

@@ -4,23 +4,31 @@
  * stored. Login answers an unknown email, a user without a password and a wrong password alike,
  * after the same argon2id work, and is limited per account as well as per address.
  */
+
 import { randomBytes } from "node:crypto"
-import { Effect, Option, Schema } from "effect"
+import {
+  type Actor,
+  decoder,
+  Forbidden,
+  grantableScopes,
+  LoginRequest,
+  type LoginResponse,
+  RateLimited,
+  randomBase62,
+  type SessionInfo,
+  Unauthorized,
+  type UserId
+} from "@taskwright/domain"
+import { Effect, Option } from "effect"
 import { TaskwrightConfig } from "../Config.js"
-import { Forbidden, RateLimited, Unauthorized } from "../domain/Errors.js"
-import { randomBase62, type UserId } from "../domain/Ids.js"
-import { Timestamp } from "../domain/Timestamp.js"
 import { RateLimiter } from "../ratelimit/RateLimiter.js"
-import { User } from "../users/User.js"
 import { toUser } from "../users/Users.js"
 import { UsersRepo } from "../users/UsersRepo.js"
-import type { Actor } from "./Actor.js"
 import { AuthRepo } from "./AuthRepo.js"
 import { defaultAuthSettings, publicOrigin } from "./AuthSettings.js"
 import { sameOrigin } from "./Csrf.js"
 import { verifyPasswordOrDummy } from "./Passwords.js"
 import type { RequestInfo } from "./RequestInfo.js"
-import { grantableScopes } from "./Scopes.js"
 import { digestsEqual, hashSecret } from "./Secrets.js"
 
 /** The cookie that carries a session token. */
@@ -29,31 +37,6 @@ export const SESSION_COOKIE = "service_session"
 export const SESSION_TTL_SECONDS = 7 * 24 * 60 * 60
 
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/
-
-// Messages never quote the value sent: a password must not come back in an error.
-const bounded = (what: string, max: number) => {
-  const message = () => `must be a non-empty string of at most ${max} characters`
-  return Schema.String.annotations({ message: () => `${what} must be a string` }).pipe(
-    Schema.minLength(1, { message }),
-    Schema.maxLength(max, { message })
-  )
-}
-
-export const LoginRequest = Schema.Struct({
-  email: bounded("email", 320),
-  password: bounded("password", 1024)
-})
-export type LoginRequest = typeof LoginRequest.Type
-
-export const SessionInfo = Schema.Struct({ token: Schema.String, expires_at: Timestamp })
-export type SessionInfo = typeof SessionInfo.Type
-
-/** The answer of login (spec part 5). */
-export const LoginResponse = Schema.Struct({ user: User, session: SessionInfo })
-export type LoginResponse = typeof LoginResponse.Type
-
-/** The answer of refresh: the new token and expiry. */
-export const RefreshResponse = Schema.Struct({ session: SessionInfo })
 
 /** The token in a `Cookie` header, if it has a session token's shape. */
 export const sessionTokenFromCookie = (header: string | undefined): string | undefined => {
@@ -70,6 +53,8 @@ export const sessionTokenFromCookie = (header: string | undefined): string | und
   }
   return undefined
 }
+
+const decodeLogin = decoder(LoginRequest, "body")
 
 const failed = new Unauthorized({ message: "wrong email or password", details: {} })
 const invalid = new Unauthorized({ message: "invalid or expired credential", details: {} })
@@ -132,7 +117,8 @@ export class Sessions extends Effect.Service<Sessions>()("@taskwright/core/Sessi
        * that is not ours) is refused; so is an account past its attempt budget, before any
        * password work.
        */
-      login: Effect.fn("Sessions.login")(function* (input: LoginRequest, request: RequestInfo) {
+      login: Effect.fn("Sessions.login")(function* (body: unknown, request: RequestInfo) {
+        const input = yield* decodeLogin(body)
         if (!sameOrigin(settings, request, false)) {
           return yield* new Forbidden({
             message: "cross-origin login refused: the Origin is not this service's",

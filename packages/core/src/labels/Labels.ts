@@ -1,23 +1,37 @@
+import {
+  type Actor,
+  Conflict,
+  decoder,
+  LabelCreate,
+  type LabelList,
+  LabelListParams,
+  now,
+  seesAll
+} from "@taskwright/domain"
 import { Effect } from "effect"
-import { type Actor, seesAll } from "../auth/Actor.js"
-import { Conflict } from "../domain/Errors.js"
-import type { Page } from "../domain/Paging.js"
-import { now } from "../domain/Timestamp.js"
 import { fn } from "../domain/Traced.js"
+import { Events } from "../events/Events.js"
 import type { StoreError } from "../store/Store.js"
-import type { LabelCreate, LabelList } from "./Label.js"
 import { LabelsRepo } from "./LabelsRepo.js"
+
+const decodeCreate = decoder(LabelCreate, "body")
+const decodeList = decoder(LabelListParams, "query")
 
 /** Labels: listed per owner (admins see all), unique per owner case-insensitively. */
 export class Labels extends Effect.Service<Labels>()("@taskwright/core/Labels", {
   effect: Effect.gen(function* () {
     const repo = yield* LabelsRepo
+    const events = yield* Events
     return {
-      list: fn("Labels.list")(function* (actor: Actor, page: Page) {
+      /** `GET /api/labels`; `query` as a client sends it ({@link LabelListParams}). */
+      list: fn("Labels.list")(function* (actor: Actor, query: unknown) {
+        const page = yield* decodeList(query)
         const { labels, total } = yield* repo.list(seesAll(actor) ? null : actor.userId, page.limit, page.offset)
         return { labels, total, limit: page.limit, offset: page.offset } satisfies LabelList
       }),
-      create: fn("Labels.create")(function* (actor: Actor, input: LabelCreate) {
+      /** `POST /api/labels`; `body` as a client sends it ({@link LabelCreate}). */
+      create: fn("Labels.create")(function* (actor: Actor, body: unknown) {
+        const input = yield* decodeCreate(body)
         const duplicate = () =>
           new Conflict({
             message: `a label named "${input.name}" already exists`,
@@ -25,12 +39,19 @@ export class Labels extends Effect.Service<Labels>()("@taskwright/core/Labels", 
           })
         const existing = yield* repo.findByName(actor.userId, input.name)
         if (existing) return yield* duplicate()
-        return yield* repo.insert(actor.userId, input.name, input.color, now()).pipe(
-          Effect.catchIf(
-            (e: StoreError) => e.kind === "unique",
-            () => duplicate()
+        const at = now()
+        return yield* repo
+          .transaction(
+            Effect.tap(repo.insert(actor.userId, input.name, input.color, at), (label) =>
+              events.append([{ type: "label.created", ownerId: actor.userId, data: label }], at)
+            )
           )
-        )
+          .pipe(
+            Effect.catchIf(
+              (e: StoreError) => e.kind === "unique",
+              () => duplicate()
+            )
+          )
       })
     }
   })

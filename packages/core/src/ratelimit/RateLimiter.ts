@@ -41,6 +41,9 @@ const stateOf = (policy: RatePolicy, count: number, windowStart: number, nowMs: 
   }
 }
 
+/** Requests per minute per address for the API's documents. */
+const DOCUMENTS_PER_MINUTE = 300
+
 export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core/RateLimiter", {
   scoped: Effect.gen(function* () {
     const store = yield* RateLimitStore
@@ -52,7 +55,13 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core
       /** No valid credential: per client address. */
       anonymous: { name: "a", limit: settings.anonymousPerMinute, windowMs: 60_000 },
       /** Login attempts per account, whatever the address. */
-      login: { name: "l", limit: settings.loginAttempts, windowMs: settings.loginWindowMinutes * 60_000 }
+      login: { name: "l", limit: settings.loginAttempts, windowMs: settings.loginWindowMinutes * 60_000 },
+      /**
+       * The API's documents (the OpenAPI document, the reference page and its script), per client
+       * address: static, public, and loaded several at a time by one page view, so a budget of their
+       * own rather than the anonymous one, which a couple of reloads of the reference would spend.
+       */
+      documents: { name: "d", limit: Math.max(DOCUMENTS_PER_MINUTE, settings.anonymousPerMinute), windowMs: 60_000 }
     } as const satisfies Record<string, RatePolicy>
 
     const longest = Math.max(...Object.values(policies).map((p) => p.windowMs))

@@ -4,18 +4,9 @@
  * last batch is written when the service shuts down. Reports add what is still in memory, so
  * they are exact for this process.
  */
-import { Effect, Schedule, Schema } from "effect"
-import { Timestamp } from "../domain/Timestamp.js"
+import type { KeyUsageReport } from "@taskwright/domain"
+import { Effect, Schedule } from "effect"
 import { UsersRepo } from "./UsersRepo.js"
-
-/** `GET /api/keys/:id/usage`. */
-export const KeyUsageReport = Schema.Struct({
-  total_requests: Schema.Number,
-  last_used_at: Schema.NullOr(Timestamp),
-  last_used_ip: Schema.NullOr(Schema.String),
-  by_day: Schema.Array(Schema.Struct({ date: Schema.String, count: Schema.Number }))
-})
-export type KeyUsageReport = typeof KeyUsageReport.Type
 
 /** Days a usage report covers, today included. */
 export const USAGE_REPORT_DAYS = 90

@@ -1,25 +1,39 @@
 /** Users and their API keys (the CLI's `users create` and `keys ...`, and the keys endpoints). */
+import {
+  type Actor,
+  type ApiKey,
+  ApiKeyCreate,
+  type ApiKeyList,
+  ApiKeyListParams,
+  type ApiKeyWithSecret,
+  BadRequest,
+  Conflict,
+  decoder,
+  Forbidden,
+  grantableScopes,
+  hasScope,
+  NotFound,
+  newApiKeyId,
+  newUserId,
+  now,
+  parseScopes,
+  type Scope,
+  seesAll,
+  type User,
+  UserCreate,
+  type UserId
+} from "@taskwright/domain"
 import { Effect } from "effect"
-import { type Actor, hasScope, seesAll } from "../auth/Actor.js"
 import { AuthRepo } from "../auth/AuthRepo.js"
 import { hashPassword } from "../auth/Passwords.js"
 import { authorizeOwned } from "../auth/Policy.js"
-import { grantableScopes, parseScopes, type Scope } from "../auth/Scopes.js"
 import { displayPrefix, hashSecret, newApiKeySecret } from "../auth/Secrets.js"
-import { BadRequest, Conflict, Forbidden, NotFound } from "../domain/Errors.js"
-import { newApiKeyId, newUserId, type UserId } from "../domain/Ids.js"
-import { now } from "../domain/Timestamp.js"
 import type { StoreError } from "../store/Store.js"
 import { KeyUsage } from "./KeyUsage.js"
-import type { ApiKey, ApiKeyCreate, ApiKeyList, ApiKeyListParams, ApiKeyWithSecret, User } from "./User.js"
 import { type ApiKeyRow, type UserRow, UsersRepo } from "./UsersRepo.js"
 
-export interface NewUser {
-  readonly email: string
-  readonly name: string
-  readonly password: string | null
-  readonly admin: boolean
-}
+/** A new user; decoded with {@link UserCreate}, so a bad email, an empty name or a short password is a 400. */
+export type NewUser = typeof UserCreate.Encoded
 
 export interface NewApiKey {
   readonly userId: UserId
@@ -27,6 +41,13 @@ export interface NewApiKey {
   readonly scopes: ReadonlyArray<Scope>
   readonly expiresAt: string | null
 }
+
+const decodeKeyCreate = decoder(ApiKeyCreate, "body")
+const decodeUserCreate = decoder(UserCreate, "input")
+const decodeKeyList = decoder(ApiKeyListParams, "query")
+
+const alreadyRevoked = (id: string) =>
+  new Conflict({ message: `api key ${id} is revoked`, details: { reason: "revoked" } })
 
 export const toUser = (row: UserRow): User => ({ id: row.id, email: row.email, name: row.name })
 
@@ -75,34 +96,70 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
       return { ...toApiKey(row), secret } satisfies ApiKeyWithSecret
     })
 
-    /** Revokes at once: the next request with the key, or with a token made from it, is refused. */
+    /**
+     * Revokes at once: the next request with the key, or with a token made from it, is refused.
+     * The revocation is one conditional write, so of concurrent revokes exactly one succeeds.
+     */
     const revokeKey = Effect.fn("Users.revokeKey")(function* (id: string) {
       const row = yield* repo.keyById(id)
       if (row === undefined) return yield* NotFound.of("api key", id)
-      if (row.revoked_at !== null)
-        return yield* new Conflict({ message: `api key ${id} is already revoked`, details: {} })
+      if (row.revoked_at !== null) return yield* alreadyRevoked(id)
       const at = now()
-      yield* repo.transaction(Effect.zipRight(repo.revokeKey(id, at), authRepo.deleteKeyTokens(id)))
+      const revoked = yield* repo.transaction(
+        Effect.gen(function* () {
+          if ((yield* repo.revokeKey(id, at)) === 0) return false
+          yield* authRepo.deleteKeyTokens(id)
+          return true
+        })
+      )
+      if (!revoked) return yield* alreadyRevoked(id)
       return toApiKey({ ...row, revoked_at: at })
     })
 
-    /** A new secret for the same key id and scopes; the old secret and the tokens made from it stop working at once. */
+    /**
+     * A new secret for the same key id and scopes; the old secret and the tokens made from it stop
+     * working at once. The new secret is answered only if it was stored on a key that is still
+     * live (a revoke that won the race makes this a 409), so an answered secret always works.
+     */
     const rotateKey = Effect.fn("Users.rotateKey")(function* (id: string) {
       const row = yield* repo.keyById(id)
       if (row === undefined) return yield* NotFound.of("api key", id)
-      if (row.revoked_at !== null) return yield* new Conflict({ message: `api key ${id} is revoked`, details: {} })
+      if (row.revoked_at !== null) return yield* alreadyRevoked(id)
       const secret = newApiKeySecret()
-      yield* repo.transaction(
-        Effect.zipRight(repo.replaceSecret(id, hashSecret(secret), displayPrefix(secret)), authRepo.deleteKeyTokens(id))
+      const rotated = yield* repo.transaction(
+        Effect.gen(function* () {
+          if ((yield* repo.replaceSecret(id, hashSecret(secret), displayPrefix(secret))) === 0) return false
+          yield* authRepo.deleteKeyTokens(id)
+          return true
+        })
       )
+      if (!rotated) return yield* alreadyRevoked(id)
       return { ...toApiKey({ ...row, prefix: displayPrefix(secret) }), secret } satisfies ApiKeyWithSecret
     })
 
-    /** The key if the actor may manage it: 404 when missing, 403 when another user's (unless admin). */
+    /** The key if the actor may see it: 404 when missing, 403 when another user's (unless admin). */
     const loadKeyAs = (actor: Actor, id: string) =>
       Effect.flatMap(repo.keyById(id), (row) =>
         authorizeOwned(actor, "api key", id, row === undefined ? undefined : { ...row, owner_id: row.user_id })
       )
+
+    /**
+     * The key if the actor may change it: 404 when missing, 403 when another user's (unless
+     * admin), and 403 when the key carries a scope the actor's credential lacks, so no credential
+     * can take over a stronger key by rotating it (or lock its holder out by revoking it).
+     */
+    const loadKeyToChange = (actor: Actor, id: string, verb: "rotate" | "revoke") =>
+      Effect.flatMap(loadKeyAs(actor, id), (row) => {
+        const beyond = [...parseScopes(row.scopes)].filter((s) => !hasScope(actor, s))
+        return beyond.length === 0
+          ? Effect.succeed(row)
+          : Effect.fail(
+              new Forbidden({
+                message: `this credential cannot ${verb} a key carrying ${beyond.join(", ")}: it lacks ${beyond.length === 1 ? "that scope" : "those scopes"}`,
+                details: { reason: "scope_escalation", scopes: beyond }
+              })
+            )
+      })
 
     return {
       findUser,
@@ -113,10 +170,8 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
             : Effect.fail(new NotFound({ message: `no user with email ${email}`, details: { resource: "user" } }))
         ),
       countUsers: repo.countUsers,
-      create: Effect.fn("Users.create")(function* (input: NewUser) {
-        if (input.password !== null && input.password.length < 8) {
-          return yield* BadRequest.field("password", "password must be at least 8 characters")
-        }
+      create: Effect.fn("Users.create")(function* (user: NewUser) {
+        const input = yield* decodeUserCreate(user)
         const row: UserRow = {
           id: newUserId(),
           email: input.email,
@@ -146,7 +201,8 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
       // valid credential, other users' keys with `admin` (403), a missing key 404.
 
       /** Creates a key for the caller, or (admin) for `user_id`, with no scope the caller's credential lacks. */
-      createKeyAs: Effect.fn("Users.createKeyAs")(function* (actor: Actor, input: ApiKeyCreate) {
+      createKeyAs: Effect.fn("Users.createKeyAs")(function* (actor: Actor, body: unknown) {
+        const input = yield* decodeKeyCreate(body)
         const userId = input.user_id ?? actor.userId
         if (userId !== actor.userId && !seesAll(actor)) {
           return yield* new Forbidden({
@@ -167,7 +223,8 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
         }
         return yield* createKey({ userId, name: input.name, scopes: input.scopes, expiresAt })
       }),
-      listKeysAs: Effect.fn("Users.listKeysAs")(function* (actor: Actor, params: ApiKeyListParams) {
+      listKeysAs: Effect.fn("Users.listKeysAs")(function* (actor: Actor, query: unknown) {
+        const params = yield* decodeKeyList(query)
         const userId = params.user_id ?? actor.userId
         if (userId !== actor.userId && !seesAll(actor)) {
           return yield* new Forbidden({
@@ -179,11 +236,11 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
         return { keys: rows.map(toApiKey), total, limit: params.limit, offset: params.offset } satisfies ApiKeyList
       }),
       rotateKeyAs: Effect.fn("Users.rotateKeyAs")(function* (actor: Actor, id: string) {
-        yield* loadKeyAs(actor, id)
+        yield* loadKeyToChange(actor, id, "rotate")
         return yield* rotateKey(id)
       }),
       revokeKeyAs: Effect.fn("Users.revokeKeyAs")(function* (actor: Actor, id: string) {
-        yield* loadKeyAs(actor, id)
+        yield* loadKeyToChange(actor, id, "revoke")
         return yield* revokeKey(id)
       }),
       usageAs: Effect.fn("Users.usageAs")(function* (actor: Actor, id: string) {

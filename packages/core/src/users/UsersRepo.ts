@@ -1,5 +1,5 @@
+import type { ApiKeyId, UserId } from "@taskwright/domain"
 import { Effect } from "effect"
-import type { ApiKeyId, UserId } from "../domain/Ids.js"
 import { type StoreError, StoreTag, statement } from "../store/Store.js"
 
 export interface UserRow {
