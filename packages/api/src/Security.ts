@@ -3,8 +3,8 @@
  * table of DECISIONS, next to the endpoint it governs); the servers refuse to start if one is
  * missing, so a new endpoint cannot forget it.
  */
-import { HttpApiMiddleware, HttpApiSecurity } from "@effect/platform"
-import type { Actor, Scope } from "@taskwright/core"
+import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
+import type { Actor, Scope } from "@taskwright/domain"
 import { Context } from "effect"
 import { UnauthorizedError } from "./Errors.js"
 
@@ -24,12 +24,33 @@ export class CurrentActor extends Context.Tag("@taskwright/api/CurrentActor")<Cu
 export class ForwardAuth extends Context.Tag("@taskwright/api/ForwardAuth")<ForwardAuth, true>() {}
 
 /**
- * Bearer authentication (API key or access token) for the Effect-native server and the OpenAPI
- * document. The fast server also accepts the `service_session` cookie set by login (with its
- * CSRF check); see `Gate` in the core.
+ * The credentials every authenticated endpoint takes, any one of them: an API key or an access
+ * token as a Bearer credential, or the `service_session` cookie set by login (a cookie-authenticated
+ * change must come from the service's own origin). The `Gate` in the core checks them, for every
+ * face; the schemes here name them in the OpenAPI document.
  */
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("@taskwright/api/Authentication", {
   failure: UnauthorizedError,
   provides: CurrentActor,
-  security: { bearer: HttpApiSecurity.bearer }
+  security: {
+    apiKey: HttpApiSecurity.bearer.pipe(
+      HttpApiSecurity.annotate(
+        OpenApi.Description,
+        "An API key (twk_...) as Authorization: Bearer <key>. Create one on the settings page or with taskwright keys create; it carries the scopes chosen at creation."
+      )
+    ),
+    accessToken: HttpApiSecurity.bearer.pipe(
+      HttpApiSecurity.annotate(OpenApi.Format, "JWT"),
+      HttpApiSecurity.annotate(
+        OpenApi.Description,
+        "A one-hour access token from POST /api/auth/token, as Authorization: Bearer <token>: a JWT signed HS256 that carries its key's scopes, issued and checked as RFC8725 advises (the algorithm pinned, exp, iat and sub required, revoked with its key)."
+      )
+    ),
+    session: HttpApiSecurity.apiKey({ in: "cookie", key: "service_session" }).pipe(
+      HttpApiSecurity.annotate(
+        OpenApi.Description,
+        "The browser session cookie set by POST /api/auth/login (HttpOnly, SameSite=Lax, 7 days). A change it authenticates must carry this service's Origin."
+      )
+    )
+  }
 }) {}

@@ -1,5 +1,6 @@
 /** Taskwright's HTTP contract. */
 export * from "./Api.js"
+export * from "./Client.js"
 export * from "./Errors.js"
 export * from "./groups/Agents.js"
 export * from "./groups/Auth.js"
@@ -11,5 +12,4 @@ export * from "./groups/Reviews.js"
 export * from "./groups/Runs.js"
 export * from "./groups/System.js"
 export * from "./groups/Tasks.js"
-export * from "./Handlers.js"
 export * from "./Security.js"

@@ -1,6 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
-import { AgentDetail, AgentList, AgentName, AgentUpdate } from "@taskwright/core"
+import { AgentDetail, AgentList, AgentName, AgentUpdate } from "@taskwright/domain"
 import { Schema } from "effect"
+import { ForbiddenError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
 
 const AgentPath = Schema.Struct({ name: AgentName })
@@ -11,7 +12,11 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     HttpApiEndpoint.get("list", "/api/agents")
       .addSuccess(AgentList)
       .annotate(RequiredScope, "agents:run")
-      .annotate(OpenApi.Summary, "The configured agents: enabled, model, autonomy")
+      .annotate(OpenApi.Summary, "List agents")
+      .annotate(
+        OpenApi.Description,
+        "Each configured agent: whether it is enabled, its model, autonomy and timeout, never its command line or environment. Needs agents:run."
+      )
   )
   .add(
     HttpApiEndpoint.put("update", "/api/agents/:name")
@@ -19,9 +24,13 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       .setPayload(AgentUpdate)
       .addSuccess(AgentDetail)
       .annotate(RequiredScope, "admin")
+      .annotate(OpenApi.Summary, "Configure an agent")
       .annotate(
-        OpenApi.Summary,
-        "Change one agent's settings (enabled, model, autonomy, command, env, timeout_s, max_log_bytes); a new name is a command agent"
+        OpenApi.Description,
+        "Changes the settings sent (null puts command, env, timeout_s, max_log_bytes, credentials or read_only_paths back to the default) and answers the agent with its command and the names of its variables, never their values. A name other than the built-in claude-code, codex, gemini and command creates a further command agent. Needs admin."
       )
   )
-  .middleware(Authentication) {}
+  .middleware(Authentication)
+  .addError(RequestErrors)
+  .addError(ForbiddenError)
+  .annotate(OpenApi.Description, "Agents: which AI coding agents can run, and how (admins configure them).") {}

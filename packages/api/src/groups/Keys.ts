@@ -3,12 +3,12 @@ import {
   ApiKeyCreate,
   ApiKeyId,
   ApiKeyList,
-  ApiKeyListParams,
+  ApiKeyListQuery,
   ApiKeyWithSecret,
   KeyUsageReport
-} from "@taskwright/core"
+} from "@taskwright/domain"
 import { Schema } from "effect"
-import { ConflictError, NotFoundError } from "../Errors.js"
+import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
 import { Success } from "./Common.js"
 
@@ -18,10 +18,14 @@ const KeyPath = Schema.Struct({ id: ApiKeyId })
 export class KeysGroup extends HttpApiGroup.make("keys")
   .add(
     HttpApiEndpoint.get("list", "/api/keys")
-      .setUrlParams(ApiKeyListParams)
+      .setUrlParams(ApiKeyListQuery)
       .addSuccess(ApiKeyList)
       .annotate(RequiredScope, "authenticated")
-      .annotate(OpenApi.Summary, "The caller's API keys (admin: ?user_id=), never their secrets")
+      .annotate(OpenApi.Summary, "List API keys")
+      .annotate(
+        OpenApi.Description,
+        "The caller's API keys, newest first, never with their secrets. An admin may list another user's with user_id (403 for anyone else)."
+      )
   )
   .add(
     HttpApiEndpoint.post("create", "/api/keys")
@@ -29,7 +33,11 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addSuccess(ApiKeyWithSecret, { status: 201 })
       .addError(NotFoundError)
       .annotate(RequiredScope, "authenticated")
-      .annotate(OpenApi.Summary, "Create a key; the secret is in this answer only")
+      .annotate(OpenApi.Summary, "Create an API key")
+      .annotate(
+        OpenApi.Description,
+        "Creates a key with the scopes chosen, never more than the credential creating it holds (403). The secret is in this answer only: it is stored as a SHA-256 digest. An admin may create a key for another user with user_id (404 if there is none)."
+      )
   )
   .add(
     HttpApiEndpoint.post("rotate", "/api/keys/:id/rotate")
@@ -38,7 +46,11 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "authenticated")
-      .annotate(OpenApi.Summary, "A new secret for the key; the old one and its access tokens stop working at once")
+      .annotate(OpenApi.Summary, "Rotate an API key")
+      .annotate(
+        OpenApi.Description,
+        "A new secret for the key, answered once; the old secret and the access tokens made from it stop working at once. A revoked key is 409. The credential must hold every scope of the key (403)."
+      )
   )
   .add(
     HttpApiEndpoint.del("revoke", "/api/keys/:id")
@@ -47,7 +59,11 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "authenticated")
-      .annotate(OpenApi.Summary, "Revoke the key; it and its access tokens stop working at once")
+      .annotate(OpenApi.Summary, "Revoke an API key")
+      .annotate(
+        OpenApi.Description,
+        "Revokes the key: it and its access tokens stop working at once. An already revoked key is 409. The credential must hold every scope of the key (403)."
+      )
   )
   .add(
     HttpApiEndpoint.get("usage", "/api/keys/:id/usage")
@@ -55,6 +71,13 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addSuccess(KeyUsageReport)
       .addError(NotFoundError)
       .annotate(RequiredScope, "authenticated")
-      .annotate(OpenApi.Summary, "Requests made with the key: total, last use, per day (90 days)")
+      .annotate(OpenApi.Summary, "Show an API key's usage")
+      .annotate(
+        OpenApi.Description,
+        "Requests made with the key and its access tokens: the total, the last use and its client address, and a count per day over the last 90 days."
+      )
   )
-  .middleware(Authentication) {}
+  .middleware(Authentication)
+  .addError(RequestErrors)
+  .addError(ForbiddenError)
+  .annotate(OpenApi.Description, "API keys: the caller's own with any valid credential, another user's with admin.") {}

@@ -1,19 +1,32 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
-import { CreatedTask, Task, TaskCreate, TaskIdFromString, TaskList, TaskListParams, TaskUpdate } from "@taskwright/core"
+import {
+  CreatedTask,
+  Task,
+  TaskCreate,
+  TaskIdFromString,
+  TaskList,
+  TaskListQuery,
+  TaskUpdate
+} from "@taskwright/domain"
 import { Schema } from "effect"
-import { ConflictError, NotFoundError } from "../Errors.js"
+import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
 import { Success } from "./Common.js"
 
 export const TaskPath = Schema.Struct({ id: TaskIdFromString })
 
+/** Tasks: the unit of work, what agents run on and people review. */
 export class TasksGroup extends HttpApiGroup.make("tasks")
   .add(
     HttpApiEndpoint.get("list", "/api/tasks")
-      .setUrlParams(TaskListParams)
+      .setUrlParams(TaskListQuery)
       .addSuccess(TaskList)
       .annotate(RequiredScope, "tasks:read")
-      .annotate(OpenApi.Summary, "List tasks, newest first, filtered and paged")
+      .annotate(OpenApi.Summary, "List tasks")
+      .annotate(
+        OpenApi.Description,
+        "The caller's tasks (an admin's: everyone's), newest first, optionally filtered by status, priority and project, a page at a time. List items carry neither project_id nor agent_runs. Needs tasks:read."
+      )
   )
   .add(
     HttpApiEndpoint.get("get", "/api/tasks/:id")
@@ -21,7 +34,11 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addSuccess(Task)
       .addError(NotFoundError)
       .annotate(RequiredScope, "tasks:read")
-      .annotate(OpenApi.Summary, "A task with its agent runs")
+      .annotate(OpenApi.Summary, "Get a task")
+      .annotate(
+        OpenApi.Description,
+        "A task with its project and its agent runs. Another user's task is 403, a missing one 404. Needs tasks:read."
+      )
   )
   .add(
     HttpApiEndpoint.post("create", "/api/tasks")
@@ -29,7 +46,11 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addSuccess(CreatedTask, { status: 201 })
       .addError(NotFoundError)
       .annotate(RequiredScope, "tasks:write")
-      .annotate(OpenApi.Summary, "Create a task (status backlog)")
+      .annotate(OpenApi.Summary, "Create a task")
+      .annotate(
+        OpenApi.Description,
+        "Creates a task in the backlog (status cannot be sent). Unknown label names create the labels, with a colour derived from the name. project_id must name a project the caller may use: 404 if there is none, 403 if it is another user's. Needs tasks:write."
+      )
   )
   .add(
     HttpApiEndpoint.patch("update", "/api/tasks/:id")
@@ -38,7 +59,11 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addSuccess(Task)
       .addError(NotFoundError)
       .annotate(RequiredScope, "tasks:write")
-      .annotate(OpenApi.Summary, "Change any of title, description, status, priority, labels, project_id")
+      .annotate(OpenApi.Summary, "Update a task")
+      .annotate(
+        OpenApi.Description,
+        "Changes any of title, description, status, priority, labels and project_id (at least one); any status may follow any other. Answers the task as get does. Needs tasks:write."
+      )
   )
   .add(
     HttpApiEndpoint.del("delete", "/api/tasks/:id")
@@ -47,6 +72,13 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "tasks:write")
-      .annotate(OpenApi.Summary, "Delete a task (409 while one of its runs is running)")
+      .annotate(OpenApi.Summary, "Delete a task")
+      .annotate(
+        OpenApi.Description,
+        "Deletes the task; 409 while one of its runs is running (stop it first). Needs tasks:write."
+      )
   )
-  .middleware(Authentication) {}
+  .middleware(Authentication)
+  .addError(RequestErrors)
+  .addError(ForbiddenError)
+  .annotate(OpenApi.Description, "Tasks: what is to be done, what agents run on and people review.") {}
