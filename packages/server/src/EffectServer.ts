@@ -1,170 +1,265 @@
 /**
- * The Effect-native face: the same contract and the same handlers mounted with
- * `HttpApiBuilder`, for Effect hosts that serve it from their own `@effect/platform` server
- * (or in process with `toWebHandler`). Slower than the fast path, identical in behaviour for
- * every handled request.
+ * The Effect-native face: the whole HTTP API as an `@effect/platform` `HttpApp`, for Effect hosts
+ * that serve it from their own `HttpServer` (or mount it with `HttpRouter.mountApp`), and as a
+ * layer over a started engine. It is the same dispatcher as the `node:http` fast path, so it
+ * answers every request the same way: one gate (rate limits, key usage, cookie sessions with
+ * their CSRF check), one scope check, one envelope, the OpenAPI document and the docs page.
  */
-import { HttpApiBuilder, HttpApp, HttpServer, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import {
-  Authentication,
-  CurrentActor,
-  type RequestContext,
-  RequiredScope,
-  type Requirement,
-  TaskwrightApi
-} from "@taskwright/api"
-import {
-  Auth,
-  type CoreServices,
-  Forbidden,
-  hasScope,
-  InternalError,
-  StoreTag,
-  statement,
-  Unauthorized
-} from "@taskwright/core"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { handlers } from "./handlers/index.js"
+import { Cookies, type HttpApp, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
+import { errorBody } from "@taskwright/api"
+import { defaultAuthSettings, type EngineServices, errorWire, TaskwrightConfig } from "@taskwright/core"
+import { clientAddress } from "@taskwright/core/internal"
+import { Context, Effect, Either, Layer, ManagedRuntime, Option, Runtime, Stream } from "effect"
+import { apiDocuments } from "./Documents.js"
+import { type EventsServices, makeEventsSessions, type Refusal } from "./events/EventsSession.js"
+import { makeEventsUpgrade } from "./events/NodeEventsSocket.js"
+import { makeRequestListener, splitUrl } from "./FastServer.js"
+import { type HttpExchange, makeDispatcher, type SiteHandler } from "./http/Dispatcher.js"
+import { VERSION } from "./version.js"
+import { makeWebHandler } from "./WebHandler.js"
 
-const AuthenticationLive = Layer.effect(
-  Authentication,
-  Effect.map(Auth, (auth) =>
-    Authentication.of({
-      bearer: (token) =>
-        auth
-          .authenticate(`Bearer ${Redacted.value(token)}`)
-          .pipe(
-            Effect.catchTag("StoreError", () =>
-              Effect.fail(new Unauthorized({ message: "the credential could not be checked", details: {} }))
-            )
-          )
+class EffectExchange implements HttpExchange {
+  private readonly added: Array<readonly [string, string]> = []
+  private address: string | undefined
+  constructor(
+    private readonly request: HttpServerRequest.HttpServerRequest,
+    readonly pathname: string,
+    readonly query: string,
+    private readonly trustedHops: number,
+    private readonly resume: (response: HttpServerResponse.HttpServerResponse) => void
+  ) {}
+  get method(): string {
+    return this.request.method
+  }
+  header(name: string): string | undefined {
+    return this.request.headers[name]
+  }
+  get clientAddress(): string {
+    this.address ??= clientAddress(
+      Option.getOrUndefined(this.request.remoteAddress),
+      this.trustedHops > 0 ? this.header("x-forwarded-for") : undefined,
+      this.trustedHops
+    )
+    return this.address
+  }
+  get secure(): boolean {
+    if (this.trustedHops === 0) return false
+    return this.header("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https"
+  }
+  get announcesBody(): boolean {
+    return this.header("content-length") !== undefined || this.header("transfer-encoding") !== undefined
+  }
+  setHeader(name: string, value: string): void {
+    this.added.push([name.toLowerCase(), value])
+  }
+  readBody(limit: number, done: (body: Uint8Array | "too_large" | "aborted") => void): void {
+    if (Number(this.header("content-length") ?? "0") > limit) return done("too_large")
+    const read = Stream.runFoldWhile(
+      this.request.stream,
+      { size: 0, chunks: [] as Array<Uint8Array> },
+      (acc) => acc.size <= limit,
+      (acc, chunk) => {
+        acc.chunks.push(chunk)
+        acc.size += chunk.byteLength
+        return acc
+      }
+    )
+    Effect.runCallback(read, {
+      onExit: (exit) => {
+        if (exit._tag === "Failure") return done("aborted")
+        const { size, chunks } = exit.value
+        done(size > limit ? "too_large" : Buffer.concat(chunks, size))
+      }
     })
-  )
-)
+  }
+  respond(status: number, flat: Array<string>, body: string | Uint8Array): void {
+    const headers: Record<string, string> = {}
+    let contentType: string | undefined
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const name = flat[i] as string
+      if (name === "content-type") contentType = flat[i + 1]
+      else if (name !== "content-length") headers[name] = flat[i + 1] as string
+    }
+    const cookies: Array<string> = []
+    for (const [name, value] of this.added) {
+      if (name === "set-cookie") cookies.push(value)
+      else headers[name] = value
+    }
+    const bytes = typeof body === "string" ? Buffer.from(body) : body
+    this.resume(
+      HttpServerResponse.uint8Array(this.request.method === "HEAD" ? new Uint8Array(0) : bytes, {
+        status,
+        headers,
+        ...(contentType === undefined ? {} : { contentType }),
+        ...(cookies.length === 0 ? {} : { cookies: Cookies.fromSetCookie(cookies) })
+      })
+    )
+  }
+  closeAfterResponse(): void {
+    this.added.push(["connection", "close"])
+  }
+}
 
-type LooseInput = {
-  readonly path?: unknown
-  readonly urlParams?: unknown
-  readonly payload?: unknown
-  readonly request: HttpServerRequest.HttpServerRequest
+export interface HttpFaceOptions {
+  /** The path the API is mounted under (`/tasks-api`); requests outside it are 404. */
+  readonly prefix?: string
+  /** Answers requests outside `/api/` (the web board). */
+  readonly site?: SiteHandler
 }
-type LooseHandler = (
-  input: Omit<LooseInput, "request"> & { readonly actor: never; readonly request: RequestContext }
-) => Effect.Effect<unknown, unknown, CoreServices>
-interface LooseHandlers {
-  handle(
-    name: string,
-    handler: (req: LooseInput) => Effect.Effect<unknown, unknown, CoreServices | CurrentActor>
-  ): LooseHandlers
-}
+
+/** The dispatcher's options for this server: its version, documents and site. */
+export const dispatcherOptions = (options: HttpFaceOptions = {}) => ({
+  version: VERSION,
+  documents: apiDocuments,
+  ...(options.site === undefined ? {} : { site: options.site }),
+  ...(options.prefix === undefined ? {} : { prefix: options.prefix })
+})
+
+/** Unanswered frames a client of the Effect face may have before it counts as too slow. */
+const MAX_PENDING_FRAMES = 10_000
 
 /**
- * The handlers' view of one request ({@link RequestContext}); headers they add are applied to
- * the response before it is written.
+ * `GET /api/events` on `@effect/platform`'s sockets: the same session as over `ws`, the socket
+ * upgraded only once the session admitted the request.
  */
-const requestContext = (request: HttpServerRequest.HttpServerRequest) => {
-  const added: Array<readonly [string, string]> = []
-  const context: RequestContext = {
-    method: request.method,
-    header: (name) => request.headers[name],
-    clientAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
-    secure: false,
-    setHeader: (name, value) => {
-      added.push([name.toLowerCase(), value])
-    }
-  }
-  const applyHeaders = Effect.suspend(() =>
-    added.length === 0
-      ? Effect.void
-      : HttpApp.appendPreResponseHandler((_, response) =>
-          Effect.succeed(added.reduce((r, [name, value]) => HttpServerResponse.setHeader(r, name, value), response))
-        )
-  )
-  return { context, applyHeaders }
-}
-
-const scopeCheck = (requirement: Requirement) =>
-  requirement === "public"
-    ? Effect.map(Effect.serviceOption(CurrentActor), Option.getOrUndefined)
-    : Effect.flatMap(CurrentActor, (actor) =>
-        requirement === "authenticated" || hasScope(actor, requirement)
-          ? Effect.succeed(actor)
-          : Effect.fail(
-              new Forbidden({
-                message: `this credential lacks the ${requirement} scope`,
-                details: { required_scope: requirement }
-              })
+const eventsSocket = (
+  sessions: ReturnType<typeof makeEventsSessions>,
+  request: HttpServerRequest.HttpServerRequest,
+  exchange: EffectExchange,
+  query: string
+) =>
+  Effect.gen(function* () {
+    const decision = yield* Effect.promise(() => sessions.admit({ ...requestInfo(exchange), query }))
+    if (Either.isLeft(decision)) return envelopeResponse(decision.left)
+    const socket = yield* request.upgrade
+    const write = yield* socket.writer
+    const runtime = yield* Effect.runtime<never>()
+    const runFork = Runtime.runFork(runtime)
+    let pending = 0
+    const session = sessions.start(
+      {
+        send: (text) => {
+          if (pending >= MAX_PENDING_FRAMES) return false
+          pending++
+          runFork(
+            Effect.ensuring(
+              Effect.ignore(write(text)),
+              Effect.sync(() => pending--)
             )
+          )
+          return true
+        },
+        close: (code, reason) => {
+          runFork(Effect.ignore(write(new Socket.CloseEvent(code, reason))))
+        }
+      },
+      decision.right
+    )
+    const text = new TextDecoder()
+    yield* socket
+      .runRaw((data) => session.message(typeof data === "string" ? data : text.decode(data)))
+      .pipe(Effect.ignore, Effect.ensuring(Effect.sync(session.closed)))
+    return HttpServerResponse.empty()
+  }).pipe(
+    Effect.scoped,
+    // The upgrade itself failed (not a WebSocket handshake the platform accepts).
+    Effect.catchAll(() =>
+      Effect.succeed(
+        envelopeResponse({ _tag: "BadRequest", message: "the WebSocket handshake could not be completed", details: {} })
       )
-
-const hideStoreErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.catchIf(
-    effect,
-    (e): e is E & { readonly _tag: "StoreError" } =>
-      typeof e === "object" && e !== null && "_tag" in e && e._tag === "StoreError",
-    () => Effect.fail(new InternalError({ message: "internal server error", details: {} }))
+    )
   )
 
-/** One group's layer: every endpoint wired to its handler behind the scope of its annotation. */
-const groupLive = (name: keyof typeof handlers) => {
-  const group = TaskwrightApi.groups[name]
-  if (group === undefined) throw new Error(`the contract has no group ${name}`)
-  const byEndpoint = handlers[name] as unknown as Record<string, LooseHandler>
-  return HttpApiBuilder.group(TaskwrightApi, name, (h) => {
-    let out = h as unknown as LooseHandlers
-    for (const endpoint of Object.values(group.endpoints)) {
-      const requirement = Option.getOrElse(
-        Context.getOption(Context.merge(group.annotations, endpoint.annotations), RequiredScope),
-        () => "authenticated" as const
-      )
-      const handler = byEndpoint[endpoint.name]
-      if (handler === undefined) throw new Error(`no handler for ${name}.${endpoint.name}`)
-      out = out.handle(endpoint.name, (req) =>
-        Effect.flatMap(scopeCheck(requirement), (actor) => {
-          const { context, applyHeaders } = requestContext(req.request)
-          return hideStoreErrors(
-            handler({
-              path: req.path,
-              urlParams: req.urlParams,
-              payload: req.payload,
-              actor: actor as never,
-              request: context
-            })
-          ).pipe(Effect.tap(() => applyHeaders))
-        })
-      )
+/** A plain {@link RequestInfo} of an exchange (its getters read once). */
+const requestInfo = (exchange: EffectExchange) => ({
+  method: exchange.method,
+  header: (name: string) => exchange.header(name),
+  clientAddress: exchange.clientAddress,
+  secure: exchange.secure
+})
+
+/** An error envelope as a response (for a refused event socket). */
+const envelopeResponse = (refusal: Refusal) =>
+  HttpServerResponse.unsafeJson(errorBody(refusal), {
+    status: errorWire[refusal._tag].status,
+    headers: {
+      "x-content-type-options": "nosniff",
+      ...(errorWire[refusal._tag].status === 401 ? { "www-authenticate": 'Bearer realm="taskwright"' } : {})
     }
-    return out as never
+  })
+
+/** The API as an `HttpApp` over a prebuilt runtime; `GET /api/events` upgrades to the event socket. */
+export const makeHttpApp = (
+  runtime: Runtime.Runtime<EventsServices>,
+  options: HttpFaceOptions = {}
+): HttpApp.Default<never, HttpServerRequest.HttpServerRequest> => {
+  const dispatch = makeDispatcher(runtime, dispatcherOptions(options))
+  const sessions = makeEventsSessions(runtime)
+  const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
+  const prefix = options.prefix?.replace(/\/+$/, "")
+  return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const { pathname, query } = splitUrl(request.url, prefix)
+    if (pathname === "/api/events" && request.headers.upgrade?.toLowerCase() === "websocket") {
+      return eventsSocket(sessions, request, new EffectExchange(request, pathname, query, trustedHops, () => {}), query)
+    }
+    return Effect.async<HttpServerResponse.HttpServerResponse>((resume) => {
+      dispatch(
+        new EffectExchange(request, pathname, query, trustedHops, (response) => resume(Effect.succeed(response)))
+      )
+    })
   })
 }
 
-const ping = statement<{ one: number }>("health.ping", "SELECT 1 AS one")
+/** The HTTP faces of one started engine. */
+export interface TaskwrightHttpFaces {
+  /** For an Effect host's `HttpServer` / `HttpRouter`. */
+  readonly app: HttpApp.Default<never, HttpServerRequest.HttpServerRequest>
+  /** `(Request) => Promise<Response>`, for fetch-style frameworks. */
+  readonly handler: (request: Request) => Promise<Response>
+  /** `(req, res)`, for `node:http`, Express and friends. */
+  readonly nodeHandler: ReturnType<typeof makeRequestListener>
+  /** `(req, socket, head)`, the event socket for a `node:http` server's `"upgrade"` event. */
+  readonly nodeUpgrade: ReturnType<typeof makeEventsUpgrade>["handle"]
+}
 
-const SystemLive = HttpApiBuilder.group(TaskwrightApi, "system", (h) =>
-  h.handle("health", () =>
-    Effect.flatMap(StoreTag, (store) => store.get(ping)).pipe(
-      Effect.as({ status: "ok" as const }),
-      Effect.mapError(() => new InternalError({ message: "the store does not answer", details: {} }))
+/** The HTTP faces over the started engine in context. */
+export class TaskwrightHttp extends Context.Tag("@taskwright/server/TaskwrightHttp")<
+  TaskwrightHttp,
+  TaskwrightHttpFaces
+>() {
+  /** The faces, built once over the engine's runtime. */
+  static layer(options: HttpFaceOptions = {}): Layer.Layer<TaskwrightHttp, never, EngineServices> {
+    return Layer.effect(
+      TaskwrightHttp,
+      Effect.map(Effect.runtime<EngineServices>(), (runtime) => makeHttpFaces(runtime, options))
     )
-  )
-)
+  }
+}
 
-/** The whole contract as an `HttpApiBuilder` API; needs the core services. */
-export const TaskwrightHttpApiLive = HttpApiBuilder.api(TaskwrightApi).pipe(
-  Layer.provide([
-    SystemLive,
-    groupLive("tasks"),
-    groupLive("projects"),
-    groupLive("labels"),
-    groupLive("auth"),
-    groupLive("keys"),
-    groupLive("runs"),
-    groupLive("reviews"),
-    groupLive("agents")
-  ]),
-  Layer.provide(AuthenticationLive)
-)
+/** Every HTTP face over a prebuilt runtime. */
+export const makeHttpFaces = (
+  runtime: Runtime.Runtime<EventsServices>,
+  options: HttpFaceOptions = {}
+): TaskwrightHttpFaces => ({
+  app: makeHttpApp(runtime, options),
+  handler: makeWebHandler(runtime, dispatcherOptions(options)),
+  nodeHandler: makeRequestListener(runtime, dispatcherOptions(options)),
+  nodeUpgrade: makeEventsUpgrade(runtime, options.prefix === undefined ? {} : { prefix: options.prefix }).handle
+})
 
-/** A web-standard `(Request) => Promise<Response>` over the Effect-native face, for hosts that mount it. */
-export const makeEffectWebHandler = (core: Layer.Layer<CoreServices>) =>
-  HttpApiBuilder.toWebHandler(Layer.mergeAll(TaskwrightHttpApiLive, HttpServer.layerContext).pipe(Layer.provide(core)))
+/**
+ * A web-standard `(Request) => Promise<Response>` over an engine layer (an engine of its own:
+ * built on the first request, stopped by `dispose`). A failure to start the engine is a defect of
+ * every request.
+ */
+export const makeEffectWebHandler = <E>(engine: Layer.Layer<EngineServices, E>, options: HttpFaceOptions = {}) => {
+  const managed = ManagedRuntime.make(Layer.orDie(engine))
+  let handler: Promise<(request: Request) => Promise<Response>> | undefined
+  return {
+    handler: async (request: Request): Promise<Response> => {
+      handler ??= managed.runtime().then((runtime) => makeWebHandler(runtime, dispatcherOptions(options)))
+      return (await handler)(request)
+    },
+    dispose: () => managed.dispose()
+  }
+}

@@ -1,108 +1,222 @@
 /**
- * Starts Taskwright: the core over the configured store, the bootstrap admin on an empty store,
- * recovery of agent runs a previous process left `running`, and the fast HTTP path on
- * `node:http`. `SIGTERM` drains: stop accepting, finish in-flight requests, stop agent runs
- * (their work committed and their state recorded), close the store.
+ * Serves a Taskwright engine over HTTP: the fast `node:http` listener attached to a started engine
+ * (start-up and shutdown are the engine's: see `TaskwrightEngine` in the core). The server adds
+ * what only a socket has: TLS, per-phase timeouts that free a slow client's socket in seconds, a
+ * connection cap below the process's file limit, and answers in the common envelope for requests
+ * `node:http` refuses before they reach the listener (malformed, headers too large, too slow).
+ * `close()` drains: stop accepting, finish in-flight requests, then stop the engine.
  */
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
-import { OpenApi } from "@effect/platform"
-import { TaskwrightApi } from "@taskwright/api"
+import { readFileSync } from "node:fs"
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { createServer as createHttpsServer } from "node:https"
+import type { AddressInfo, Socket } from "node:net"
 import {
-  type CoreServices,
-  coreLayer,
-  ensureAdmin,
+  type EngineRuntime,
+  type EngineRuntimeOptions,
+  type EngineServices,
+  type EngineStarted,
+  makeEngineRuntime,
   Runs,
-  StoreTag,
-  statement,
-  type TaskwrightConfig,
+  TaskwrightEngine,
   type TaskwrightSettings
 } from "@taskwright/core"
-import { Cause, Effect, Layer, ManagedRuntime, type Option, RuntimeFlags } from "effect"
+import { Context, Effect, type Option } from "effect"
+import { dispatcherOptions, type HttpFaceOptions } from "./EffectServer.js"
+import { attachEventsSocket } from "./events/NodeEventsSocket.js"
 import { makeRequestListener } from "./FastServer.js"
 import { VERSION } from "./version.js"
+import { webSite } from "./WebAssets.js"
 
-export interface ServeOptions {
+/** How long each phase of a request may take, and how many connections are held at once. */
+export interface ConnectionLimits {
+  /** Milliseconds for a client to send a request's headers (default 10 s). */
+  readonly headersTimeoutMs: number
+  /** Milliseconds for a whole request, body included (default 30 s). */
+  readonly requestTimeoutMs: number
+  /** Milliseconds an idle keep-alive connection is kept (default 5 s). */
+  readonly keepAliveTimeoutMs: number
+  /** Milliseconds a connection may stay silent before anything arrives (default 10 s). */
+  readonly idleTimeoutMs: number
+  /** Connections held at once; past it a newcomer replaces the longest-idle one (default: below the file limit, at most 10,000). */
+  readonly maxConnections: number
+}
+
+/** The soft limit on open files of this process (Linux), if it can be read. */
+const openFileLimit = (): number | undefined => {
+  try {
+    const line = readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"))
+    const soft = Number(line?.split(/\s{2,}/)[1])
+    return Number.isFinite(soft) && soft > 0 ? soft : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const positive = (value: string | undefined): number | undefined => {
+  const n = Number(value)
+  return value !== undefined && value.trim() !== "" && Number.isInteger(n) && n > 0 ? n : undefined
+}
+
+/**
+ * The limits from `TASKWRIGHT_HEADERS_TIMEOUT_MS`, `TASKWRIGHT_REQUEST_TIMEOUT_MS`,
+ * `TASKWRIGHT_KEEPALIVE_TIMEOUT_MS`, `TASKWRIGHT_IDLE_TIMEOUT_MS` and `TASKWRIGHT_MAX_CONNECTIONS`.
+ * The connection cap leaves room below the file limit for the store, agents' pipes and logs, so
+ * a flood of idle connections cannot make the process refuse everyone.
+ */
+export const connectionLimitsFromEnv = (env: Record<string, string | undefined>): ConnectionLimits => {
+  const files = openFileLimit()
+  const roomy = files === undefined ? 10_000 : Math.max(64, Math.min(10_000, files - 512))
+  return {
+    headersTimeoutMs: positive(env.TASKWRIGHT_HEADERS_TIMEOUT_MS) ?? 10_000,
+    requestTimeoutMs: positive(env.TASKWRIGHT_REQUEST_TIMEOUT_MS) ?? 30_000,
+    keepAliveTimeoutMs: positive(env.TASKWRIGHT_KEEPALIVE_TIMEOUT_MS) ?? 5_000,
+    idleTimeoutMs: positive(env.TASKWRIGHT_IDLE_TIMEOUT_MS) ?? 10_000,
+    maxConnections: positive(env.TASKWRIGHT_MAX_CONNECTIONS) ?? roomy
+  }
+}
+
+export interface ServeOptions extends HttpFaceOptions, EngineRuntimeOptions {
   readonly port: number
   readonly host: string
-  /** Spans for every service call; off by default because they cost on the hot path. */
-  readonly tracing?: boolean
-  readonly log?: (line: string) => void
+  /** PEM files: serve HTTPS directly. */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string }
+  /** Default: {@link connectionLimitsFromEnv} of the process's environment. */
+  readonly limits?: ConnectionLimits
+  /** Unsent bytes an event socket's client may have queued before it is closed as too slow (default 4 MiB). */
+  readonly eventsMaxBufferedBytes?: number
 }
 
 export interface RunningServer {
   readonly url: string
   readonly port: number
   readonly server: Server
+  /** What the engine did when it started: the bootstrap admin (key and file, on a first start), recovered runs. */
+  readonly started: EngineStarted
   /** Where the bootstrap admin key was written, on the first start of an empty store. */
   readonly adminKeyFile: Option.Option<string>
-  /** Runs an effect on the server's own runtime (same store, same services). */
-  readonly run: <A, E>(effect: Effect.Effect<A, E, CoreServices | TaskwrightConfig>) => Promise<A>
+  /** Runs an effect on the engine (same store, same services). */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, EngineServices>) => Promise<A>
   readonly close: () => Promise<void>
 }
 
-const ping = statement<{ one: number }>("health.ping", "SELECT 1 AS one")
-
-/** The OpenAPI document of the contract, with this server's version. */
-export const openApiDocument = () => {
-  const spec = OpenApi.fromApi(TaskwrightApi)
-  return { ...spec, info: { ...spec.info, version: VERSION } }
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  413: "Payload Too Large",
+  431: "Request Header Fields Too Large"
 }
 
-const docsPage = `<!doctype html>
-<html>
-  <head>
-    <title>Taskwright API reference</title>
-    <meta charset="utf-8" />
-    <meta name="viewport" content="width=device-width, initial-scale=1" />
-  </head>
-  <body>
-    <script id="api-reference" data-url="/api/openapi.json"></script>
-    <script src="https://cdn.jsdelivr.net/npm/@scalar/api-reference"></script>
-  </body>
-</html>
-`
+/** The envelope for requests `node:http` refuses itself; it would answer them with an empty body. */
+const refuseRaw = (socket: Socket, status: number, code: string, message: string) => {
+  if (!socket.writable) return socket.destroy()
+  const body = JSON.stringify({ error: { code, message, details: {} } })
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Bad Request"}\r\n` +
+      "Content-Type: application/json; charset=utf-8\r\n" +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      "X-Content-Type-Options: nosniff\r\n" +
+      `X-Taskwright-Version: ${VERSION}\r\n` +
+      `Connection: close\r\n\r\n${body}`
+  )
+}
+
+const onClientError = (error: Error & { readonly code?: string }, socket: Socket) => {
+  switch (error.code) {
+    case "HPE_HEADER_OVERFLOW":
+      return refuseRaw(socket, 431, "HEADERS_TOO_LARGE", "the request's headers are over 16 KiB")
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return refuseRaw(socket, 408, "REQUEST_TIMEOUT", "the request took too long to arrive")
+    case "ECONNRESET":
+      return socket.destroy()
+    default:
+      return refuseRaw(socket, 400, "BAD_REQUEST", "the request is not valid HTTP")
+  }
+}
 
 /**
- * The runtime every request runs on: core services, the chosen store, tracing off unless asked.
- * Effect's built-in fiber metrics (a counter and a histogram updated for every fiber, so for
- * every request) are off too: nothing reads them here.
+ * Holds at most `max` connections. A connection past the cap takes the place of the one that has
+ * been idle longest (connected but silent, or waiting between keep-alive requests); only when every
+ * connection is busy is the newcomer closed. A flood of idle connections therefore cannot lock out
+ * a client that sends a request, nor take the process to its file limit.
  */
-export const makeRuntime = (settings: TaskwrightSettings, options: { readonly tracing?: boolean } = {}) =>
-  ManagedRuntime.make(
-    Layer.mergeAll(
-      coreLayer(settings),
-      Layer.setTracerEnabled(options.tracing === true),
-      RuntimeFlags.disableRuntimeMetrics
+const guardConnections = (server: Server, max: number, secure: boolean) => {
+  // In insertion order: the first is the one idle longest.
+  const idle = new Map<Socket, true>()
+  let open = 0
+  server.on(secure ? "secureConnection" : "connection", (socket: Socket) => {
+    if (open >= max) {
+      const oldest = idle.keys().next()
+      if (oldest.done === true) return socket.destroy()
+      idle.delete(oldest.value)
+      oldest.value.destroy()
+    }
+    open++
+    idle.set(socket, true)
+    socket.once("close", () => {
+      open--
+      idle.delete(socket)
+    })
+  })
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket
+    idle.delete(socket)
+    res.once("finish", () => {
+      if (!socket.destroyed) idle.set(socket, true)
+    })
+  })
+  // An upgraded connection (the events socket) is in use for as long as it lives.
+  server.on("upgrade", (req: IncomingMessage) => idle.delete(req.socket))
+}
+
+/** Starts an engine for `settings` and serves it, or serves an engine the host started (and keeps owning). */
+export const serve = async (
+  engine: TaskwrightSettings | EngineRuntime,
+  options: ServeOptions
+): Promise<RunningServer> => {
+  const owned = !("runtime" in engine && typeof engine.runtime === "function")
+  const managed: EngineRuntime = owned
+    ? makeEngineRuntime(engine as TaskwrightSettings, { writeAdminKeyFile: true, ...options })
+    : (engine as EngineRuntime)
+  const runtime = await managed.runtime()
+  const started = Context.get(runtime.context, TaskwrightEngine)
+  const listener = makeRequestListener(runtime, dispatcherOptions({ site: webSite(), ...options }))
+  const limits = options.limits ?? connectionLimitsFromEnv(process.env)
+  const serverOptions = {
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    // Node checks the two timeouts above on this period (30 s by default).
+    connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs)
+  }
+  const server: Server =
+    options.tls === undefined
+      ? createHttpServer(serverOptions, listener)
+      : createHttpsServer(
+          { ...serverOptions, cert: readFileSync(options.tls.certFile), key: readFileSync(options.tls.keyFile) },
+          listener
+        )
+  guardConnections(server, limits.maxConnections, options.tls !== undefined)
+  // TLS handshakes in progress are not in the guard's count: node's own cap bounds them.
+  if (options.tls !== undefined) server.maxConnections = limits.maxConnections * 2
+  // A connection that sends nothing at all is closed after this long.
+  server.timeout = limits.idleTimeoutMs
+  server.on("clientError", onClientError)
+  const eventSockets = attachEventsSocket(server, runtime, {
+    ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
+    ...(options.eventsMaxBufferedBytes === undefined ? {} : { maxBufferedBytes: options.eventsMaxBufferedBytes })
+  })
+  // Whether agent runs are sandboxed here, said once at start: the operator must know.
+  await managed.runPromise(
+    Effect.flatMap(Runs, (runs) => runs.sandboxStatus).pipe(
+      Effect.flatMap(({ mode, detail }) =>
+        mode === "bwrap"
+          ? Effect.logInfo(`agent sandbox: ${detail}`)
+          : Effect.logWarning(`agent sandbox ${mode}: ${detail}`)
+      )
     )
   )
-
-export const serve = async (settings: TaskwrightSettings, options: ServeOptions): Promise<RunningServer> => {
-  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))
-  const managed = makeRuntime(settings, options)
-  const runtime = await managed.runtime()
-  const bootstrap = await managed.runPromise(ensureAdmin)
-  // Before the first request: a run still `running` in the store has no process supervising it.
-  const recovered = await managed.runPromise(Effect.flatMap(Runs, (runs) => runs.recover))
-  if (recovered > 0) log(`[taskwright] marked ${recovered} run(s) failed that a previous process left running`)
-  const listener = makeRequestListener(runtime, {
-    version: VERSION,
-    staticRoutes: [
-      {
-        path: "/api/openapi.json",
-        contentType: "application/json; charset=utf-8",
-        // Built on the first request: start-up time and idle memory that most servers never need.
-        body: () => JSON.stringify(openApiDocument())
-      },
-      { path: "/api/docs", contentType: "text/html; charset=utf-8", body: docsPage }
-    ],
-    health: Effect.flatMap(StoreTag, (store) => store.get(ping)).pipe(
-      Effect.map((row) => row !== undefined),
-      Effect.orElseSucceed(() => false)
-    ),
-    onDefect: (route, cause) => log(`[taskwright] 500 in ${route}: ${Cause.pretty(cause)}`)
-  })
-  const server = createServer({ keepAliveTimeout: 5_000 }, listener)
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject)
     server.listen(options.port, options.host, () => {
@@ -115,16 +229,18 @@ export const serve = async (settings: TaskwrightSettings, options: ServeOptions)
   let closing: Promise<void> | undefined
   const close = () => {
     closing ??= new Promise<void>((resolve) => {
+      eventSockets.closeAll()
       server.close(() => resolve())
       server.closeIdleConnections()
-    }).then(() => managed.dispose())
+    }).then(() => (owned ? managed.dispose() : undefined))
     return closing
   }
   return {
-    url: `http://${host}:${port}`,
+    url: `${options.tls === undefined ? "http" : "https"}://${host}:${port}`,
     port,
     server,
-    adminKeyFile: bootstrap.keyFile,
+    started,
+    adminKeyFile: started.bootstrap.keyFile,
     run: (effect) => managed.runPromise(effect),
     close
   }

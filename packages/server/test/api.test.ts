@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process"
 import { existsSync } from "node:fs"
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { startTestServer, type TestServer, type TestUser, testStores } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -68,7 +68,10 @@ describe.each(testStores())("API on %s", (store) => {
     })
     it("answers unknown routes 404 in the envelope", async () => {
       expectError(await s.request("GET", "/api/nope", { key: alice.key }), 404, "NOT_FOUND")
-      expectError(await s.request("PUT", "/api/tasks", { key: alice.key }), 404, "NOT_FOUND")
+      // A path that exists with another method is 405, naming the methods it has.
+      const wrong = await s.request("PUT", "/api/tasks", { key: alice.key })
+      expectError(wrong, 405, "METHOD_NOT_ALLOWED")
+      expect(wrong.headers.get("allow")).toBe("GET, HEAD, POST, OPTIONS")
     })
   })
 
@@ -147,8 +150,9 @@ describe.each(testStores())("API on %s", (store) => {
 
     it("lists a task's runs, oldest first, in agent_runs", async () => {
       const t = await s.request<Task>("POST", "/api/tasks", { key: alice.key, body: { title: "With runs" } })
+      // Supervised by a live process of another machine: no recovery sweep takes the running one.
       const insert =
-        "INSERT INTO runs (id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output) VALUES (?, ?, ?, ?, 'workspace-write', 'b', ?, ?, ?, '{}') RETURNING id"
+        "INSERT INTO runs (id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output, supervisor, heartbeat_at) VALUES (?, ?, ?, ?, 'workspace-write', 'b', ?, ?, ?, '{}', 'elsewhere/1/test', '2999-01-01T00:00:00.000Z') RETURNING id"
       await s.query(insert, [
         "run_BBBBBBBBBBBBBBBB",
         t.body.id,
@@ -465,19 +469,31 @@ describe.each(testStores())("API on %s", (store) => {
         "-m",
         "init"
       ])
-      const target = join(projectDir, `clone-${store}`)
+      // Not inside projectDir: that location belongs to alice's project (one owner per path).
+      const target = join(await mkdtemp(join(tmpdir(), "tw-clone-")), `clone-${store}`)
+      // A file:// clone reads the host's files: an admin's to make.
+      expectError(
+        await s.request("POST", "/api/projects", {
+          key: alice.key,
+          body: { name: "Cloned", path: target, git_url: `file://${origin}` }
+        }),
+        403,
+        "FORBIDDEN"
+      )
+      expect(existsSync(target)).toBe(false)
       const r = await s.request<{ git_url: string; path: string }>("POST", "/api/projects", {
-        key: alice.key,
+        key: s.adminKey,
         body: { name: "Cloned", path: target, git_url: `file://${origin}` }
       })
       expect(r.status).toBe(201)
       expect(r.body).toMatchObject({ git_url: `file://${origin}`, path: target })
       expect(existsSync(join(target, ".git"))).toBe(true)
       const again = await s.request("POST", "/api/projects", {
-        key: alice.key,
+        key: s.adminKey,
         body: { name: "Cloned", path: target, git_url: `file://${origin}` }
       })
       expectError(again, 400, "BAD_REQUEST")
+      await rm(dirname(target), { recursive: true, force: true })
     })
 
     it("validates name and path", async () => {

@@ -11,8 +11,9 @@ import { Agent, request as httpRequest, type IncomingHttpHeaders } from "node:ht
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
-import { randomBase62, StoreTag, statement, Users } from "@taskwright/core"
-import { type TestServer, testPostgresUrl } from "@taskwright/testing"
+import { randomBase62, Users } from "@taskwright/core"
+import { StoreTag, statement } from "@taskwright/core/internal"
+import type { TestServer } from "@taskwright/testing"
 import { Effect } from "effect"
 import pg from "pg"
 
@@ -168,7 +169,8 @@ export const startServerProcess = async (
   if (options.databaseUrl !== undefined) args.push("--database", options.databaseUrl)
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", ...options.env },
+    // Projects in the tests' temporary directories, as the in-process harness allows.
+    env: { PATH: process.env.PATH ?? "", TASKWRIGHT_PROJECTS_ROOT: tmpdir(), ...options.env },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
@@ -241,28 +243,6 @@ export const runCli = async (args: ReadonlyArray<string>, env: Record<string, st
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL databases shared by several servers
-
-const admin = async (text: string) => {
-  const client = new pg.Client({ connectionString: testPostgresUrl() })
-  await client.connect()
-  try {
-    await client.query(text)
-  } finally {
-    await client.end()
-  }
-}
-
-/** A fresh PostgreSQL database; `drop` removes it. */
-export const createPgDatabase = async () => {
-  const name = `tw_auth_${randomBase62(12).toLowerCase()}`
-  await admin(`CREATE DATABASE ${name}`)
-  const url = new URL(testPostgresUrl())
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-  }
-}
 
 /** Every value of every row of every table of a PostgreSQL database, as text. */
 export const dumpPg = async (databaseUrl: string) => {

@@ -15,7 +15,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { HttpApi } from "@effect/platform"
 import { RequiredScope, TaskwrightApi } from "@taskwright/api"
-import { newApiKeySecret, randomBase62 } from "@taskwright/core"
+import { randomBase62 } from "@taskwright/core"
+import { newApiKeySecret } from "@taskwright/core/internal"
 import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import { Context, Option } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -67,6 +68,8 @@ interface World {
   readonly bob: { id: string; key: string }
   readonly person: PasswordUser
   readonly projectDir: string
+  /** A new directory for a project (a location belongs to one owner, so each project gets its own). */
+  freshDir(): Promise<string>
   task(owner: { key: string }): Promise<number>
   project(owner: { key: string }): Promise<string>
   apiKey(owner: { key: string }): Promise<string>
@@ -128,8 +131,11 @@ const specs: Record<string, Spec> = {
     admin: { sample: async (w) => ({ path: `/api/projects/${await w.project(w.bob)}` }), status: 200 }
   },
   "projects.create": {
-    sample: (w) => ({ path: "/api/projects", body: { name: "p", path: w.projectDir } }),
-    admin: { sample: (w) => ({ path: "/api/projects", body: { name: "p", path: w.projectDir } }), status: 201 }
+    sample: async (w) => ({ path: "/api/projects", body: { name: "p", path: await w.freshDir() } }),
+    admin: {
+      sample: async (w) => ({ path: "/api/projects", body: { name: "p", path: await w.freshDir() } }),
+      status: 201
+    }
   },
   "projects.delete": {
     sample: () => ({ path: "/api/projects/proj_AAAAAAAAAAAAAAAA" }),
@@ -179,6 +185,14 @@ const specs: Record<string, Spec> = {
     admin: {
       sample: async (w) => ({ path: `/api/tasks/${await w.task(w.bob)}/review`, body: { action: "approve" } }),
       status: 409
+    }
+  },
+  "reviews.pullRequest": {
+    sample: () => ({ path: "/api/review/pr", body: { repo: "octo-org/hello", pr_number: 1, agent: "gemini" } }),
+    // Authorised, then refused for the body (nothing reaches GitHub): it names no pull request.
+    admin: {
+      sample: () => ({ path: "/api/review/pr", body: { repo: "octo-org/hello", agent: "gemini" } }),
+      status: 400
     }
   },
   "agents.list": {
@@ -348,6 +362,7 @@ describe.each(testStores())("authorization matrix on %s", (store) => {
       bob,
       person,
       projectDir,
+      freshDir: () => mkdtemp(join(projectDir, "p-")),
       task: async (owner) => {
         const r = await s.request<{ id: number }>("POST", "/api/tasks", { key: owner.key, body: { title: "t" } })
         return r.body.id
@@ -355,7 +370,7 @@ describe.each(testStores())("authorization matrix on %s", (store) => {
       project: async (owner) => {
         const r = await s.request<{ id: string }>("POST", "/api/projects", {
           key: owner.key,
-          body: { name: "p", path: projectDir }
+          body: { name: "p", path: await mkdtemp(join(projectDir, "p-")) }
         })
         if (r.status !== 201) throw new Error(r.text)
         return r.body.id

@@ -8,10 +8,10 @@
 import { mkdtemp, readdir, readFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { testStores } from "@taskwright/testing"
+import { createPgDatabase, testStores } from "@taskwright/testing"
 import Database from "better-sqlite3"
 import { afterAll, describe, expect, it } from "vitest"
-import { createPgDatabase, dumpPg, removeDir, runCli, sha256Hex, startServerProcess } from "./auth-helpers.js"
+import { dumpPg, removeDir, runCli, sha256Hex, startServerProcess } from "./auth-helpers.js"
 
 interface Answer {
   readonly status: number

@@ -210,7 +210,7 @@ describe.each(testStores())("access tokens on %s", (store) => {
 describe("the JWT secret", () => {
   it("refuses to start with a TASKWRIGHT_JWT_SECRET shorter than 32 bytes", async () => {
     const settings = settingsFromEnv({ TASKWRIGHT_JWT_SECRET: "too-short-secret" }, { databaseUrl: ":memory:" })
-    await expect(serve(settings, { port: 0, host: "127.0.0.1", log: () => {} })).rejects.toThrow(/32 bytes/)
+    await expect(serve(settings, { port: 0, host: "127.0.0.1", log: "silent" })).rejects.toThrow(/32 bytes/)
   })
 
   it("is generated once and kept in the store: tokens survive a restart, and differ per store", async () => {
@@ -227,7 +227,7 @@ describe("the JWT secret", () => {
     const again = await serve(settingsFromEnv({}, { dataDir: s.dataDir }), {
       port: 0,
       host: "127.0.0.1",
-      log: () => {}
+      log: "silent"
     })
     try {
       const r = await fetch(`${again.url}/api/auth/me`, { headers: { authorization: `Bearer ${token}` } })

@@ -1,11 +1,11 @@
 /** The Effect-native face serves the same handlers: checked in process through its web handler. */
-import { coreLayer, settingsFromEnv, Users } from "@taskwright/core"
+import { engineLayer, settingsFromEnv, Users } from "@taskwright/core"
 import { makeEffectWebHandler } from "@taskwright/server"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 describe("Effect-native face (HttpApiBuilder)", () => {
-  const core = coreLayer(settingsFromEnv({}, { databaseUrl: ":memory:" }))
+  const core = engineLayer(settingsFromEnv({}, { databaseUrl: ":memory:" }), {})
   const runtime = ManagedRuntime.make(core)
   let web: ReturnType<typeof makeEffectWebHandler>
   let key: string

@@ -1,16 +1,19 @@
 /**
  * Bad input never gives a 500: random and mutated bodies, query strings and ids are thrown at
- * every endpoint. Each answer is a 2xx or a 4xx in the envelope, and a 4xx leaves the database
- * exactly as it was.
+ * every endpoint, over HTTP and through the in-process API (`tw.as(user)`, which reaches the
+ * services without any HTTP decoding in front). Each answer is a 2xx or a 4xx in the envelope (a
+ * `TaskwrightError` in-process), and a 4xx leaves the database exactly as it was: no bad input is
+ * stored, whichever face it came through.
  */
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
+import { TaskwrightError } from "@taskwright/api"
+import { createHarness, type Harness, startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
-const snapshot = async (s: TestServer) =>
+const snapshot = async (s: Pick<TestServer, "query">) =>
   JSON.stringify(
     await s.query(
       "SELECT (SELECT COUNT(*) FROM tasks) AS t, (SELECT COUNT(*) FROM projects) AS p, (SELECT COUNT(*) FROM labels) AS l, (SELECT COALESCE(MAX(updated_at), '') FROM tasks) AS u, (SELECT COALESCE(SUM(n), 0) FROM task_counts) AS c"
@@ -139,6 +142,99 @@ describe.each(testStores())("bad input on %s", (store) => {
     await fc.assert(
       fc.asyncProperty(query, fc.constantFrom("/api/tasks", "/api/projects", "/api/labels"), (q, path) =>
         send("GET", `${path}?${new URLSearchParams(q).toString()}`)
+      ),
+      { numRuns: runs }
+    )
+  })
+})
+
+describe.each(testStores())("bad input through the in-process API on %s", (store) => {
+  let h: Harness
+  let projectDir: string
+
+  beforeAll(async () => {
+    h = await createHarness({ store, listen: false })
+    projectDir = await mkdtemp(join(h.projectsRoot, "fuzz-"))
+  })
+  afterAll(() => h.close())
+
+  /** A raw body is, in-process, a value that is not an object: the string itself. */
+  const value = (body: unknown) =>
+    typeof body === "object" && body !== null && "__raw" in body ? String(body.__raw) : body
+
+  const call = async (what: string, operation: () => Promise<unknown>) => {
+    const before = await snapshot(h)
+    const error = await operation().then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    if (error === undefined) return
+    expect(error, what).toBeInstanceOf(TaskwrightError)
+    expect((error as TaskwrightError).status, `${what} → ${String(error)}`).toBeLessThan(500)
+    expect(await snapshot(h), what).toBe(before)
+  }
+  const bad = <T>(input: unknown): T => input as T
+
+  const runs = store === "postgres" ? 60 : 150
+
+  it("tasks.create", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyBody(validTask), (body) =>
+        call(`create ${JSON.stringify(body)}`, () => h.as.tasks.create(bad(value(body))))
+      ),
+      { numRuns: runs }
+    )
+  })
+  it("tasks.update", async () => {
+    const t = await h.as.tasks.create(validTask as never)
+    await fc.assert(
+      fc.asyncProperty(anyBody({ status: "done", priority: "low" }), (body) =>
+        call(`update ${JSON.stringify(body)}`, () => h.as.tasks.update(t.id, bad(value(body))))
+      ),
+      { numRuns: runs }
+    )
+  })
+  it("labels.create", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyBody(validLabel), (body) =>
+        call(`label ${JSON.stringify(body)}`, () => h.as.labels.create(bad(value(body))))
+      ),
+      { numRuns: runs }
+    )
+  })
+  it("projects.create", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyBody({ name: "P", path: projectDir }), (body) =>
+        call(`project ${JSON.stringify(body)}`, () => h.as.projects.create(bad(value(body))))
+      ),
+      { numRuns: runs }
+    )
+  })
+  it("ids of every operation", async () => {
+    await fc.assert(
+      fc.asyncProperty(pathSegment, fc.constantFrom("get", "update", "delete", "project", "deleteProject"), (id, op) =>
+        call(`${op} ${JSON.stringify(id)}`, () => {
+          switch (op) {
+            case "get":
+              return h.as.tasks.get(bad(id))
+            case "update":
+              return h.as.tasks.update(bad(id), { status: "done" })
+            case "delete":
+              return h.as.tasks.delete(bad(id))
+            case "project":
+              return h.as.projects.get(id)
+            default:
+              return h.as.projects.delete(id)
+          }
+        })
+      ),
+      { numRuns: runs }
+    )
+  })
+  it("queries of every list", async () => {
+    await fc.assert(
+      fc.asyncProperty(query, fc.constantFrom("tasks", "projects", "labels"), (q, list) =>
+        call(`${list} ${JSON.stringify(q)}`, () => h.as[list].list(bad(q)))
       ),
       { numRuns: runs }
     )

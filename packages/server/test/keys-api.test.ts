@@ -336,7 +336,7 @@ describe("usage at shutdown and in the CLI", () => {
       const again = await serve(settingsFromEnv({}, { dataDir: s.dataDir }), {
         port: 0,
         host: "127.0.0.1",
-        log: () => {}
+        log: "silent"
       })
       try {
         const r = await fetch(`${again.url}/api/keys/${key.id}/usage`, {

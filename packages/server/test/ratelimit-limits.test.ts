@@ -186,3 +186,26 @@ describe.each(testStores())("rate limits on %s", (store) => {
     })
   })
 })
+
+describe("the API's documents", () => {
+  it("have a budget of their own per address: reloading the reference does not spend the anonymous one", async () => {
+    const s = await startTestServer({ store: "sqlite" })
+    try {
+      // One view of the reference loads the page, its script and the document; twenty views.
+      for (let i = 0; i < 20; i++) {
+        for (const path of ["/api/docs", "/api/openapi.json"]) {
+          const r = await s.request("GET", path)
+          expect(r.status).toBe(200)
+          expect(r.headers.get("x-ratelimit-limit")).toBe("300")
+        }
+      }
+      // The anonymous budget (10 a minute) is untouched.
+      const anonymous = await s.request("GET", "/api/tasks")
+      expect(anonymous.status).toBe(401)
+      expect(anonymous.headers.get("x-ratelimit-limit")).toBe("10")
+      expect(anonymous.headers.get("x-ratelimit-remaining")).toBe("9")
+    } finally {
+      await s.close()
+    }
+  })
+})

@@ -4,8 +4,9 @@
  * `TASKWRIGHT_RATE_LIMIT_STORE=memory` shows the processes really are separate: each then
  * admits its own budget.
  */
+import { createPgDatabase } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { burst, createPgDatabase, type ServerProcess, startServerProcess } from "./auth-helpers.js"
+import { burst, type ServerProcess, startServerProcess } from "./auth-helpers.js"
 
 const LIMIT = 300
 

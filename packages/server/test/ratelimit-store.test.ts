@@ -3,20 +3,18 @@
  * exactness when many hits arrive at once (the SQL store against real SQLite and PostgreSQL).
  */
 import { afterAll, assert, beforeAll, describe, it, layer, type Vitest } from "@effect/vitest"
+import { RateLimiter, settingsFromEnv, TaskwrightConfig } from "@taskwright/core"
 import {
   addressSubject,
   clientAddress,
   MemoryRateLimitStore,
-  RateLimiter,
   RateLimitStore,
   type RateLimitStoreShape,
   SqlRateLimitStore,
-  StoreLive,
-  settingsFromEnv,
-  TaskwrightConfig
-} from "@taskwright/core"
+  StoreLive
+} from "@taskwright/core/internal"
+import { createPgDatabase } from "@taskwright/testing"
 import { Effect, Layer } from "effect"
-import { createPgDatabase } from "./auth-helpers.js"
 
 const W = 60_000
 const T0 = 1_800_000_000_000 - (1_800_000_000_000 % W)

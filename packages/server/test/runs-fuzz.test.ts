@@ -1,18 +1,27 @@
 /**
  * Bad input never gives a 500 on the run, review and agent endpoints: random and mutated bodies,
- * query strings and ids, on every store, each answered 2xx or 4xx in the envelope, a 4xx
- * leaving runs, reviews and tasks as they were. Also: the Effect-native face serves these groups.
+ * query strings and ids, on every store, over HTTP and through the in-process API (`tw.as`), each
+ * answered 2xx or 4xx in the envelope (a `TaskwrightError` in-process), a 4xx leaving runs,
+ * reviews and tasks as they were. Also: the Effect-native face serves these groups.
  */
 import { rm } from "node:fs/promises"
-import { coreLayer, settingsFromEnv, Users } from "@taskwright/core"
+import { TaskwrightError } from "@taskwright/api"
+import { engineLayer, settingsFromEnv, Users } from "@taskwright/core"
 import { makeEffectWebHandler } from "@taskwright/server"
-import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
+import {
+  createHarness,
+  type Harness,
+  makeRepo,
+  startTestServer,
+  type TestServer,
+  testStores
+} from "@taskwright/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { makeRepo, projectTask, scriptedAgent, startRun, waitForEnd } from "./runs-helpers.js"
+import { projectTask, scriptedAgent, startRun, waitForEnd } from "./runs-helpers.js"
 
-const snapshot = async (s: TestServer) =>
+const snapshot = async (s: Pick<TestServer, "query">) =>
   JSON.stringify(
     await s.query(
       "SELECT (SELECT COUNT(*) FROM runs) AS r, (SELECT COUNT(*) FROM reviews) AS v, (SELECT COUNT(*) FROM run_logs) AS l, (SELECT COALESCE(MAX(updated_at), '') FROM tasks) AS u"
@@ -39,6 +48,16 @@ const segment = fc.oneof(
   fc.string(),
   fc.integer().map(String),
   fc.constantFrom("0", "-1", "1e3", "run_", "run_0000000000000000", "run_000000000000000!", "..", "%00", "claude-code")
+)
+
+/** A run log's query string: its parameters, and one it does not have, with any values. */
+const logQuery = fc.dictionary(
+  fc.constantFrom("since", "after", "limit", "x"),
+  fc.oneof(
+    fc.string(),
+    fc.integer().map(String),
+    fc.date().map((d) => (Number.isNaN(d.getTime()) ? "" : d.toISOString()))
+  )
 )
 
 describe.each(testStores())("bad input to runs, reviews and agents on %s", (store) => {
@@ -122,16 +141,8 @@ describe.each(testStores())("bad input to runs, reviews and agents on %s", (stor
   })
   it("query strings of the log", async () => {
     await fc.assert(
-      fc.asyncProperty(
-        fc.dictionary(
-          fc.constantFrom("since", "after", "limit", "x"),
-          fc.oneof(
-            fc.string(),
-            fc.integer().map(String),
-            fc.date().map((d) => (Number.isNaN(d.getTime()) ? "" : d.toISOString()))
-          )
-        ),
-        (q) => check("GET", `/api/runs/${runId}/logs?${new URLSearchParams(q).toString()}`, undefined)
+      fc.asyncProperty(logQuery, (q) =>
+        check("GET", `/api/runs/${runId}/logs?${new URLSearchParams(q).toString()}`, undefined)
       ),
       { numRuns: runs }
     )
@@ -165,8 +176,108 @@ describe.each(testStores())("bad input to runs, reviews and agents on %s", (stor
   })
 })
 
+describe.each(testStores())("bad input to runs, reviews and agents through the in-process API on %s", (store) => {
+  let h: Harness
+  let taskId: number
+  let runId: string
+
+  beforeAll(async () => {
+    h = await createHarness({ store, listen: false })
+    const run = await h.run({ script: [{ stdout: "hi" }] })
+    taskId = run.task_id
+    runId = run.id
+    // From here on every run request is refused: the agents are disabled.
+    await h.admin.agents.update("scripted", { enabled: false })
+    await h.admin.agents.update("scripted-1", { enabled: false })
+  })
+  afterAll(() => h?.close())
+
+  /** A raw body is, in-process, a value that is not an object: the string itself. */
+  const value = (body: unknown) =>
+    typeof body === "object" && body !== null && "__raw" in body ? String(body.__raw) : body
+  const bad = <T>(input: unknown): T => input as T
+
+  /** Runs `operation`; answers whether it succeeded, after checking a failure changed nothing. */
+  const succeeds = async (what: string, operation: () => Promise<unknown>): Promise<boolean> => {
+    const before = await snapshot(h)
+    const error = await operation().then(
+      () => undefined,
+      (e: unknown) => e
+    )
+    if (error === undefined) return true
+    expect(error, what).toBeInstanceOf(TaskwrightError)
+    expect((error as TaskwrightError).status, `${what} → ${String(error)}`).toBeLessThan(500)
+    expect(await snapshot(h), what).toBe(before)
+    return false
+  }
+  /** The same, for a property (which must not answer false). */
+  const call = async (what: string, operation: () => Promise<unknown>): Promise<void> => {
+    await succeeds(what, operation)
+  }
+
+  const runs = store === "postgres" ? 40 : 100
+
+  it("runs.start", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyBody({ agent: "scripted", autonomy: "read-only", branch: "fz/x" }), (body) =>
+        call(`start ${JSON.stringify(body)}`, () => h.as.runs.start(taskId, bad(value(body))))
+      ),
+      { numRuns: runs }
+    )
+  })
+  it("reviews.create", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyBody({ action: "approve", comment: "fine" }), async (body) => {
+        // The task is in review after its run: only a failure may leave it so.
+        if (await succeeds(`review ${JSON.stringify(body)}`, () => h.as.reviews.create(taskId, bad(value(body))))) {
+          await h.as.tasks.update(taskId, { status: "in_review" })
+        }
+      }),
+      { numRuns: runs }
+    )
+  })
+  it("agents.update", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        anyBody({ enabled: false, model: "m", autonomy: "read-only", command: ["x"], env: { A: "1" }, timeout_s: 5 }),
+        (body) => call(`agent ${JSON.stringify(body)}`, () => h.admin.agents.update("fuzzed", bad(value(body))))
+      ),
+      { numRuns: runs }
+    )
+  })
+  it("runs.logs queries", async () => {
+    await fc.assert(
+      fc.asyncProperty(logQuery, (q) => call(`logs ${JSON.stringify(q)}`, () => h.as.runs.logs(runId, bad(q)))),
+      { numRuns: runs }
+    )
+  })
+  it("ids of every operation", async () => {
+    await fc.assert(
+      fc.asyncProperty(segment, fc.constantFrom("get", "logs", "stop", "start", "review", "agent"), (id, op) =>
+        call(`${op} ${JSON.stringify(id)}`, () => {
+          switch (op) {
+            case "get":
+              return h.as.runs.get(id)
+            case "logs":
+              return h.as.runs.logs(id)
+            case "stop":
+              return h.as.runs.stop(id)
+            case "start":
+              return h.as.runs.start(bad(id), { agent: "scripted" })
+            case "review":
+              return h.as.reviews.create(bad(id), { action: "approve" })
+            default:
+              return h.admin.agents.update(id, { enabled: false })
+          }
+        })
+      ),
+      { numRuns: runs }
+    )
+  })
+})
+
 describe("the Effect-native face serves runs, reviews and agents", () => {
-  const core = coreLayer(settingsFromEnv({}, { databaseUrl: ":memory:" }))
+  const core = engineLayer(settingsFromEnv({}, { databaseUrl: ":memory:" }), {})
   const runtime = ManagedRuntime.make(core)
   let web: ReturnType<typeof makeEffectWebHandler>
   let admin: string

@@ -2,12 +2,9 @@
  * Helpers of the agent-run suites: real git repositories in temp dirs, projects and tasks over
  * HTTP, agents configured to run the scripted agent, polling, and process checks.
  */
-import { execFileSync } from "node:child_process"
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
-import { mkdtemp } from "node:fs/promises"
-import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
-import { type Script, scriptedAgentPath, type TestServer } from "@taskwright/testing"
+import { readdirSync, readFileSync } from "node:fs"
+import { dirname } from "node:path"
+import { isRunning, type Script, scriptedAgentPath, type TestServer, waitFor as waitUntil } from "@taskwright/testing"
 import { expect } from "vitest"
 
 export interface RunView {
@@ -36,31 +33,6 @@ export interface LogView {
   readonly message: string
 }
 
-export const git = (cwd: string, ...args: ReadonlyArray<string>): string =>
-  execFileSync("git", ["-c", "user.name=Test", "-c", "user.email=test@example.test", ...args], {
-    cwd,
-    encoding: "utf8",
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", LC_ALL: "C" }
-  })
-
-/** A git repository on `main` with one commit holding `files`. */
-export const makeRepo = async (
-  files: Record<string, string> = {
-    "README.md": "# Project\n\nline a\nline b\nline c\n",
-    "src/app.ts": "export const a = 1\n"
-  }
-): Promise<string> => {
-  const dir = await mkdtemp(join(tmpdir(), "tw-repo-"))
-  git(dir, "init", "-q", "-b", "main")
-  for (const [path, content] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, path)), { recursive: true })
-    writeFileSync(join(dir, path), content)
-  }
-  git(dir, "add", "-A")
-  git(dir, "commit", "-q", "-m", "initial")
-  return dir
-}
-
 /** Configures agent `name` (admin) and checks the answer. */
 export const configureAgent = async (s: TestServer, name: string, settings: Record<string, unknown>) => {
   const r = await s.request<Record<string, unknown>>("PUT", `/api/agents/${name}`, { key: s.adminKey, body: settings })
@@ -68,12 +40,19 @@ export const configureAgent = async (s: TestServer, name: string, settings: Reco
   return r.body
 }
 
+/**
+ * What a sandboxed agent must be shown to run the scripted agent wherever this checkout is
+ * (under /home or /tmp, which sandboxes hide, on some CI machines).
+ */
+export const scriptedAgentPaths = [dirname(scriptedAgentPath)]
+
 /** A `command` agent named `name` running the scripted agent with `script`. */
 export const scriptedAgent = (s: TestServer, name: string, script: Script, extra: Record<string, unknown> = {}) =>
   configureAgent(s, name, {
     enabled: true,
     command: [process.execPath, scriptedAgentPath],
     env: { TASKWRIGHT_SCRIPT: JSON.stringify(script) },
+    read_only_paths: scriptedAgentPaths,
     ...extra
   })
 
@@ -94,21 +73,12 @@ export const projectTask = async (
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** Polls `probe` until `done` holds (or fails the test after `timeoutMs`). */
-export const waitFor = async <T>(
+export const waitFor = <T>(
   probe: () => Promise<T>,
   done: (value: T) => boolean,
   timeoutMs = 20_000,
   what = "condition"
-): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  let value = await probe()
-  while (!done(value)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`)
-    await sleep(50)
-    value = await probe()
-  }
-  return value
-}
+) => waitUntil(probe, done, { timeoutMs, intervalMs: 50, what })
 
 export const getRun = async (s: TestServer, key: string, runId: string) => {
   const r = await s.request<RunView>("GET", `/api/runs/${runId}`, { key })
@@ -151,20 +121,22 @@ export const startRun = async (s: TestServer, key: string, taskId: number, body:
   return r.body
 }
 
-/** True while `pid` runs. Zombies count as gone: the sandbox's init does not reap orphans. */
-export const isRunning = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ESRCH") return false
-    throw error
+/**
+ * Host pids of the live processes whose command line holds `tag`: how a test finds what an agent
+ * started, whose own view of its pids is its sandbox's PID namespace.
+ */
+export const pidsTagged = (tag: string): ReadonlyArray<number> => {
+  const out: Array<number> = []
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, "utf8")
+      if (cmdline.split("\0").some((arg) => arg.includes(tag)) && isRunning(Number(name))) out.push(Number(name))
+    } catch {
+      // gone, or not ours to read
+    }
   }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z"
-  } catch {
-    return false
-  }
+  return out
 }
 
 export interface Envelope {

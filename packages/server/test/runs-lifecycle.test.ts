@@ -8,7 +8,16 @@ import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { scriptedAgentPath, startTestServer, type TestServer, type TestUser, testStores } from "@taskwright/testing"
+import {
+  git,
+  isRunning,
+  makeRepo,
+  scriptedAgentPath,
+  startTestServer,
+  type TestServer,
+  type TestUser,
+  testStores
+} from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   allLogs,
@@ -16,12 +25,11 @@ import {
   expectError,
   getLogs,
   getRun,
-  git,
-  isRunning,
-  makeRepo,
+  pidsTagged,
   projectTask,
   type RunView,
   scriptedAgent,
+  scriptedAgentPaths,
   startRun,
   waitFor,
   waitForEnd
@@ -211,9 +219,10 @@ describe.each(testStores())("agent runs on %s", (store) => {
   it("stops a run: 200 with status stopped, no process of its group left, the task stays in_progress", async () => {
     const dir = await repo()
     const { taskId } = await projectTask(s, alice.key, dir)
+    const tag = `tw-sleeper-child-${Date.now()}-${Math.random().toString(36).slice(2)}`
     await scriptedAgent(s, "sleeper", [
       { write: "partial.txt", content: "half\n" },
-      { spawn_child_sleep_ms: 60_000, ignore_sigterm: true },
+      { spawn_child_sleep_ms: 60_000, ignore_sigterm: true, tag },
       { stdout: "ready" },
       { sleep_ms: 60_000 }
     ])
@@ -227,9 +236,10 @@ describe.each(testStores())("agent runs on %s", (store) => {
     const agentPid = Number(
       /process group (\d+)/.exec(logs.find((l) => l.message.startsWith("Started "))?.message ?? "")?.[1]
     )
-    const childPid = Number(logs.find((l) => l.message.startsWith("child-pid "))?.message.split(" ")[1])
+    // The host's pid of the grandchild (the agent sees its sandbox's own pids).
+    const childPids = pidsTagged(tag)
+    expect(childPids).toHaveLength(1)
     expect(isRunning(agentPid)).toBe(true)
-    expect(isRunning(childPid)).toBe(true)
 
     const stopped = await s.request<RunView>("POST", `/api/runs/${run_id}/stop`, { key: alice.key })
     expect(stopped.status, stopped.text).toBe(200)
@@ -237,7 +247,7 @@ describe.each(testStores())("agent runs on %s", (store) => {
     expect(stopped.body.completed_at).toMatch(ISO)
     // The grandchild ignored SIGTERM: it took a SIGKILL, before the answer.
     expect(isRunning(agentPid)).toBe(false)
-    expect(isRunning(childPid)).toBe(false)
+    expect(pidsTagged(tag)).toEqual([])
     // The partial work is kept on the branch.
     expect(stopped.body.output).toMatchObject({ files_modified: ["partial.txt"], lines_added: 1, lines_removed: 0 })
     expect(git(dir, "show", `taskwright/task-${taskId}:partial.txt`)).toBe("half\n")
@@ -369,6 +379,7 @@ describe.each(testStores())("agent runs on %s", (store) => {
         enabled: true,
         command: [process.execPath, scriptedAgentPath],
         env: { TASKWRIGHT_SCRIPT: JSON.stringify(script(c.kind)) },
+        read_only_paths: scriptedAgentPaths,
         ...c.settings
       })
       const { run_id } = await startRun(s, alice.key, taskId, {
@@ -431,9 +442,9 @@ describe.each(testStores())("agent runs on %s", (store) => {
       expect(env.get("MY_SETTING")).toBe("configured")
       expect(env.get("PATH")).toBe(process.env.PATH)
       // The allow-list (locale, proxies, CA bundles, the agent CLIs' own keys and config), the
-      // agent's configured variables and the run's.
+      // agent's configured variables and the run's (and PWD, which bwrap sets in a sandbox).
       const allowed =
-        /^(PATH|HOME|USER|LOGNAME|LANG|TERM|TMPDIR|SHELL|TZ|LC_.*|(HTTPS?|NO)_PROXY|(https?|no)_proxy|NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|(ANTHROPIC|OPENAI|GEMINI|GOOGLE)_API_KEY|CODEX_HOME|CLAUDE_CONFIG_DIR|MY_SETTING|TASKWRIGHT_(SCRIPT|PROMPT|TASK_ID|RUN_ID|BRANCH|MODEL|AUTONOMY))$/
+        /^(PATH|HOME|USER|LOGNAME|LANG|TERM|TMPDIR|SHELL|TZ|PWD|LC_.*|(HTTPS?|NO)_PROXY|(https?|no)_proxy|NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|(ANTHROPIC|OPENAI|GEMINI|GOOGLE)_API_KEY|CODEX_HOME|CLAUDE_CONFIG_DIR|MY_SETTING|TASKWRIGHT_(SCRIPT|PROMPT|TASK_ID|RUN_ID|BRANCH|MODEL|AUTONOMY))$/
       for (const key of env.keys()) expect(key, `unexpected variable ${key}`).toMatch(allowed)
     } finally {
       if (saved.jwt === undefined) delete process.env.TASKWRIGHT_JWT_SECRET

@@ -7,14 +7,12 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { startTestServer, type TestServer, type TestUser, testStores } from "@taskwright/testing"
+import { git, makeRepo, startTestServer, type TestServer, type TestUser, testStores } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   allLogs,
   configureAgent,
   expectError,
-  git,
-  makeRepo,
   projectTask,
   type RunView,
   scriptedAgent,

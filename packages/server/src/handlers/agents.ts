@@ -1,6 +1,6 @@
-import type { Handlers } from "@taskwright/api"
 import { Agents } from "@taskwright/core"
 import { Effect } from "effect"
+import type { Handlers } from "../http/Handler.js"
 
 export const agentsHandlers: Handlers<Agents>["agents"] = {
   list: () => Effect.flatMap(Agents, (agents) => agents.list),

@@ -1,24 +1,28 @@
-import type { Handlers } from "@taskwright/api"
+import { VerifyParams } from "@taskwright/api"
 import {
   Auth,
   allScopes,
   BadRequest,
+  decoder,
   Forbidden,
   hasScope,
   NotFound,
   type Scope,
   Sessions,
-  sessionTokenFromCookie,
   Unauthorized,
   Users
 } from "@taskwright/core"
+import { sessionTokenFromCookie } from "@taskwright/core/internal"
 import { Effect } from "effect"
+import type { Handlers } from "../http/Handler.js"
 
 /** Answers that carry a credential are never cached (RFC 6749 §5.1). */
 const noStore = (request: { setHeader(name: string, value: string): void }) => {
   request.setHeader("cache-control", "no-store")
   request.setHeader("pragma", "no-cache")
 }
+
+const decodeVerify = decoder(VerifyParams, "query")
 
 const userGone = new Unauthorized({ message: "invalid or expired credential", details: {} })
 
@@ -86,22 +90,22 @@ export const authHandlers: Handlers<Auth | Sessions | Users>["auth"] = {
         })
       )
     ),
-  verify: ({ actor, urlParams, request }) => {
-    const wanted = urlParams.scope
-    if (wanted !== undefined && !(allScopes.includes(wanted as Scope) && hasScope(actor, wanted as Scope))) {
-      return Effect.fail(
-        new Forbidden({
-          message: `this credential lacks the ${wanted} scope`,
-          details: { required_scope: wanted }
-        })
-      )
-    }
-    const scopes = effectiveScopes(actor.scopes)
-    request.setHeader("x-user-id", actor.userId)
-    request.setHeader("x-scopes", scopes.join(","))
-    request.setHeader("cache-control", "no-store")
-    return Effect.succeed({ user_id: actor.userId, scopes })
-  },
+  verify: ({ actor, urlParams, request }) =>
+    Effect.flatMap(decodeVerify(urlParams), ({ scope: wanted }) => {
+      if (wanted !== undefined && !(allScopes.includes(wanted as Scope) && hasScope(actor, wanted as Scope))) {
+        return Effect.fail(
+          new Forbidden({
+            message: `this credential lacks the ${wanted} scope`,
+            details: { required_scope: wanted }
+          })
+        )
+      }
+      const scopes = effectiveScopes(actor.scopes)
+      request.setHeader("x-user-id", actor.userId)
+      request.setHeader("x-scopes", scopes.join(","))
+      request.setHeader("cache-control", "no-store")
+      return Effect.succeed({ user_id: actor.userId, scopes })
+    }),
   oauth: ({ path }) =>
     Effect.fail(
       new NotFound({

@@ -2,8 +2,9 @@
  * One handler per endpoint: load, call the domain service, answer. Shared by every way the
  * contract is served.
  */
-import type { Handlers } from "@taskwright/api"
+
 import type { Agents, Auth, Labels, Projects, Reviews, Runs, Sessions, Tasks, Users } from "@taskwright/core"
+import type { Handlers } from "../http/Handler.js"
 import { agentsHandlers } from "./agents.js"
 import { authHandlers } from "./auth.js"
 import { keysHandlers } from "./keys.js"

@@ -1,6 +1,6 @@
-import type { Handlers } from "@taskwright/api"
 import { Users } from "@taskwright/core"
 import { Effect } from "effect"
+import type { Handlers } from "../http/Handler.js"
 
 /** Answers that carry a secret are never cached. */
 const noStore = (request: { setHeader(name: string, value: string): void }) => {

@@ -1,6 +1,6 @@
-import type { Handlers } from "@taskwright/api"
 import { Labels } from "@taskwright/core"
 import { Effect } from "effect"
+import type { Handlers } from "../http/Handler.js"
 
 export const labelsHandlers: Handlers<Labels>["labels"] = {
   list: ({ actor, urlParams }) => Effect.flatMap(Labels, (labels) => labels.list(actor, urlParams)),

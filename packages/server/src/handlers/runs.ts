@@ -1,6 +1,6 @@
-import type { Handlers } from "@taskwright/api"
 import { Runs } from "@taskwright/core"
 import { Effect } from "effect"
+import type { Handlers } from "../http/Handler.js"
 
 export const runsHandlers: Handlers<Runs>["runs"] = {
   start: ({ actor, path, payload }) => Effect.flatMap(Runs, (runs) => runs.start(actor, path.id, payload)),

@@ -1,6 +1,6 @@
-import type { Handlers } from "@taskwright/api"
 import { Tasks } from "@taskwright/core"
 import { Effect } from "effect"
+import type { Handlers } from "../http/Handler.js"
 
 export const tasksHandlers: Handlers<Tasks>["tasks"] = {
   list: ({ actor, urlParams }) => Effect.flatMap(Tasks, (tasks) => tasks.list(actor, urlParams)),

@@ -1,0 +1,324 @@
+/**
+ * `GET /api/events` with a real WebSocket client, on every store: refusals before the handshake in
+ * the envelope, live events of every family in order, nothing of another user's, `?since=` replays
+ * losing and duplicating nothing while writes go on, a client that stops reading cut off while the
+ * others keep receiving, and a revoked credential closing its socket.
+ */
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { settingsFromEnv } from "@taskwright/core"
+import { type RunningServer, serve } from "@taskwright/server"
+import { makeRepo, startTestServer, type TestServer, testStores } from "@taskwright/testing"
+import { Option, Redacted } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import WebSocket from "ws"
+import { accessToken, cookie, createKey, createPasswordUser, login } from "./auth-helpers.js"
+import { allLogs, projectTask, scriptedAgent, startRun, waitForEnd } from "./runs-helpers.js"
+
+interface Event {
+  readonly id: number
+  readonly type: string
+  readonly timestamp: string
+  readonly data: Record<string, unknown>
+}
+
+const wsUrl = (httpUrl: string, path = "/api/events") => httpUrl.replace(/^http/, "ws") + path
+
+/** A connected client that keeps what it receives. */
+const connect = (url: string, headers: Record<string, string> = {}) =>
+  new Promise<{
+    ws: WebSocket
+    events: Array<Event>
+    other: Array<Record<string, unknown>>
+    closed: Promise<{ code: number; reason: string }>
+  }>((resolve, reject) => {
+    const ws = new WebSocket(url, { headers })
+    const events: Array<Event> = []
+    const other: Array<Record<string, unknown>> = []
+    const closed = new Promise<{ code: number; reason: string }>((done) =>
+      ws.on("close", (code, reason) => done({ code, reason: reason.toString() }))
+    )
+    ws.on("message", (data) => {
+      const message = JSON.parse(data.toString()) as Record<string, unknown>
+      if (typeof message.id === "number") events.push(message as unknown as Event)
+      else other.push(message)
+    })
+    ws.on("open", () => resolve({ ws, events, other, closed }))
+    ws.on("unexpected-response", (_req, res) => {
+      let body = ""
+      res.on("data", (c: Buffer) => {
+        body += c.toString()
+      })
+      res.on("end", () =>
+        reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body }))
+      )
+    })
+    ws.on("error", (error) => reject(error))
+  })
+
+/** The HTTP answer that refused an upgrade. */
+const refusal = async (url: string, headers: Record<string, string> = {}) => {
+  const error = (await connect(url, headers).then(
+    (c) => {
+      c.ws.close()
+      return undefined
+    },
+    (e: unknown) => e
+  )) as { status?: number; body?: string } | undefined
+  if (error?.status === undefined) throw new Error("the upgrade was accepted")
+  return { status: error.status, body: JSON.parse(error.body ?? "{}") as { error: { code: string; message: string } } }
+}
+
+const until = async (check: () => boolean, ms = 10_000) => {
+  const deadline = Date.now() + ms
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error("timed out")
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+const subscribe = (ws: WebSocket, topics: ReadonlyArray<string>) =>
+  new Promise<void>((resolve) => {
+    const onMessage = (data: WebSocket.RawData) => {
+      if ((JSON.parse(data.toString()) as { type?: string }).type === "subscribed") {
+        ws.off("message", onMessage)
+        resolve()
+      }
+    }
+    ws.on("message", onMessage)
+    ws.send(JSON.stringify({ type: "subscribe", topics }))
+  })
+
+describe.each(testStores())("the event socket on %s", (store) => {
+  let s: TestServer
+  let alice: { id: string; key: string }
+  let bob: { id: string; key: string }
+
+  beforeAll(async () => {
+    s = await startTestServer({
+      store,
+      env: { TASKWRIGHT_RATE_LIMIT: "1000000", TASKWRIGHT_RATE_LIMIT_ANONYMOUS: "100000", TASKWRIGHT_SANDBOX: "off" }
+    })
+    alice = await s.createUser()
+    bob = await s.createUser()
+  })
+  afterAll(async () => {
+    await s.close()
+  })
+
+  const auth = (key: string) => ({ authorization: `Bearer ${key}` })
+
+  it("refuses before the handshake, in the envelope: no credential, a bad one, a missing scope, a key in the URL, a bad since", async () => {
+    const url = wsUrl(s.url)
+    expect(await refusal(url)).toMatchObject({ status: 401, body: { error: { code: "UNAUTHORIZED" } } })
+    expect(await refusal(url, auth("twk_nope"))).toMatchObject({ status: 401 })
+    const projectsOnly = await createKey(s, alice.key, { scopes: ["projects:read"] })
+    expect(await refusal(url, auth(projectsOnly.secret))).toMatchObject({
+      status: 403,
+      body: { error: { code: "FORBIDDEN" } }
+    })
+    expect(await refusal(`${url}?access_token=${alice.key}`)).toMatchObject({ status: 401 })
+    expect(await refusal(`${url}?since=abc`, auth(alice.key))).toMatchObject({ status: 400 })
+    expect(await refusal(wsUrl(s.url, "/api/nope"), auth(alice.key))).toMatchObject({ status: 404 })
+  })
+
+  it("takes an access token in ?access_token=, and a session cookie only from the service's own origin", async () => {
+    const token = await accessToken(s, alice.key)
+    const viaToken = await connect(`${wsUrl(s.url)}?access_token=${token}`)
+    viaToken.ws.close()
+    const person = await createPasswordUser(s)
+    const session = await login(s, person)
+    expect(await refusal(wsUrl(s.url), { ...cookie(session), origin: "https://evil.example" })).toMatchObject({
+      status: 403,
+      body: { error: { code: "FORBIDDEN" } }
+    })
+    const own = await connect(wsUrl(s.url), { ...cookie(session), origin: s.url })
+    own.ws.close()
+  })
+
+  it("delivers task, project and label events in order, as the REST API shows them; another user's never arrive", async () => {
+    const a = await connect(wsUrl(s.url), auth(alice.key))
+    const b = await connect(wsUrl(s.url), auth(bob.key))
+    const admin = await connect(wsUrl(s.url), auth(s.adminKey))
+    const project = await s.request<{ id: string }>("POST", "/api/projects", {
+      key: alice.key,
+      body: { name: "Events", path: await mkdtemp(join(tmpdir(), "tw-events-")) }
+    })
+    const task = await s.request<{ id: number }>("POST", "/api/tasks", {
+      key: alice.key,
+      body: { title: "Live", labels: [`fresh-${store}`], project_id: project.body.id }
+    })
+    await s.request("PATCH", `/api/tasks/${task.body.id}`, { key: alice.key, body: { status: "todo" } })
+    await s.request("POST", "/api/labels", { key: alice.key, body: { name: `manual-${store}`, color: "#112233" } })
+    await s.request("DELETE", `/api/tasks/${task.body.id}`, { key: alice.key })
+    await s.request("DELETE", `/api/projects/${project.body.id}`, { key: alice.key })
+    await until(() => a.events.length >= 7)
+    expect(a.events.map((e) => e.type)).toEqual([
+      "project.created",
+      "label.created",
+      "task.created",
+      "task.updated",
+      "label.created",
+      "task.deleted",
+      "project.deleted"
+    ])
+    const ids = a.events.map((e) => e.id)
+    expect([...ids].sort((x, y) => x - y)).toEqual(ids)
+    expect(a.events[2]?.data).toMatchObject({
+      id: task.body.id,
+      title: "Live",
+      status: "backlog",
+      project_id: project.body.id
+    })
+    expect(a.events[3]?.data).toMatchObject({ id: task.body.id, status: "todo" })
+    expect(a.events[1]?.data).toMatchObject({ name: `fresh-${store}`, color: expect.stringMatching(/^#[0-9a-f]{6}$/) })
+    for (const e of a.events) expect(e.timestamp).toMatch(/Z$/)
+    await until(() => admin.events.length >= 7)
+    // Bob saw none of it; a change of his own reaches him (and not Alice).
+    await s.request("POST", "/api/tasks", { key: bob.key, body: { title: "Bob's" } })
+    await until(() => b.events.length >= 1)
+    expect(b.events.map((e) => e.type)).toEqual(["task.created"])
+    expect(a.events.some((e) => e.data.title === "Bob's")).toBe(false)
+    for (const c of [a, b, admin]) c.ws.close()
+  })
+
+  it("subscriptions choose families, and run:<id> brings a run's log lines with its events", async () => {
+    const c = await connect(wsUrl(s.url), auth(alice.key))
+    await subscribe(c.ws, ["labels"])
+    await s.request("POST", "/api/tasks", { key: alice.key, body: { title: "not for this subscription" } })
+    await s.request("POST", "/api/labels", { key: alice.key, body: { name: `only-${store}`, color: "#000000" } })
+    await until(() => c.events.length >= 1)
+    await new Promise((r) => setTimeout(r, 200))
+    expect(c.events.map((e) => e.type)).toEqual(["label.created"])
+    const bad = await new Promise<Record<string, unknown>>((resolve) => {
+      c.ws.once("message", (d) => resolve(JSON.parse(d.toString()) as Record<string, unknown>))
+      c.ws.send(JSON.stringify({ type: "subscribe", topics: ["everything"] }))
+    })
+    expect(bad).toMatchObject({ type: "error", code: "BAD_REQUEST" })
+    c.ws.close()
+  })
+
+  it("a run's events and its log lines, in order, replayed with ?since=0&topics=run:<id>", async () => {
+    const repo = await makeRepo({ "README.md": "hello\n" })
+    await scriptedAgent(s, "chatty", [
+      { stdout: "one" },
+      { stdout: "two" },
+      { write: "x.txt", content: "x\n" },
+      { stdout: "three" }
+    ])
+    const { taskId } = await projectTask(s, alice.key, repo)
+    const live = await connect(wsUrl(s.url), auth(alice.key))
+    const run = await startRun(s, alice.key, taskId, { agent: "chatty" })
+    await subscribe(live.ws, ["tasks", "runs", `run:${run.run_id}`])
+    await waitForEnd(s, alice.key, run.run_id)
+    const replay = await connect(`${wsUrl(s.url)}?since=0&topics=run:${run.run_id}`, auth(alice.key))
+    await until(() => replay.events.some((e) => e.type === "run.completed"))
+    const types = replay.events.map((e) => e.type)
+    expect(types[0]).toBe("run.started")
+    expect(types.at(-1)).toBe("run.completed")
+    expect(types.slice(1, -1).every((t) => t === "run.log")).toBe(true)
+    const lines = replay.events.filter((e) => e.type === "run.log").map((e) => e.data)
+    const stored = await allLogs(s, alice.key, run.run_id)
+    expect(lines.map((l) => l.message)).toEqual(stored.map((l) => l.message))
+    expect(lines.map((l) => l.seq)).toEqual(stored.map((l) => l.seq))
+    expect(lines.every((l) => l.run_id === run.run_id)).toBe(true)
+    expect(lines.map((l) => l.message)).toEqual(expect.arrayContaining(["one", "two", "three"]))
+    expect(replay.events.at(-1)?.data).toMatchObject({ id: run.run_id, status: "completed" })
+    // Without run:<id> no log line arrives; the task moving to in_review does.
+    const plain = await connect(`${wsUrl(s.url)}?since=0`, auth(alice.key))
+    await until(() => plain.events.some((e) => e.type === "run.completed"))
+    expect(plain.events.some((e) => e.type === "run.log")).toBe(false)
+    expect(plain.events.filter((e) => e.type === "task.updated").map((e) => e.data.status)).toEqual(
+      expect.arrayContaining(["in_progress", "in_review"])
+    )
+    for (const c of [live, replay, plain]) c.ws.close()
+    await rm(repo, { recursive: true, force: true })
+  })
+
+  it("?since= replays what was missed, then goes live: nothing lost, nothing twice, while another client keeps writing", async () => {
+    const admin = await connect(wsUrl(s.url), auth(s.adminKey))
+    await s.request("POST", "/api/tasks", { key: alice.key, body: { title: "start" } })
+    await until(() => admin.events.length >= 1)
+    const from = admin.events[0]?.id ?? 0
+    admin.ws.close()
+    // Four clients write 2,000 tasks; the subscriber comes back with ?since after the first 500.
+    let written = 0
+    const writers = Array.from({ length: 4 }, async () => {
+      while (written < 2_000) {
+        written++
+        await s.request("POST", "/api/tasks", { key: alice.key, body: { title: `w${written}` } })
+      }
+    })
+    await until(() => written >= 500, 30_000)
+    const again = await connect(`${wsUrl(s.url)}?since=${from}`, auth(s.adminKey))
+    await Promise.all(writers)
+    const newest = Number((await s.query<{ id: number }>("SELECT MAX(id) AS id FROM events"))[0]?.id ?? Number.NaN)
+    await until(() => (again.events.at(-1)?.id ?? 0) >= newest)
+    const got = again.events.map((e) => e.id)
+    const stored = (await s.query<{ id: number }>("SELECT id FROM events WHERE id > ? ORDER BY id", [from])).map((r) =>
+      Number(r.id)
+    )
+    expect(got.length).toBeGreaterThanOrEqual(2_000)
+    expect(got).toEqual(stored)
+    again.ws.close()
+  }, 60_000)
+
+  it("a revoked key's socket is closed", async () => {
+    const key = await createKey(s, alice.key, { scopes: ["tasks:read"] })
+    const c = await connect(wsUrl(s.url), auth(key.secret))
+    expect((await s.request("DELETE", `/api/keys/${key.id}`, { key: alice.key })).status).toBe(200)
+    const closed = await c.closed
+    expect(closed.code).toBe(1008)
+  }, 20_000)
+
+  it("a logged-out session's socket is closed", async () => {
+    const person = await createPasswordUser(s)
+    const token = await login(s, person)
+    const c = await connect(wsUrl(s.url), { ...cookie(token), origin: s.url })
+    await s.request("POST", "/api/auth/logout", { headers: { ...cookie(token), origin: s.url } })
+    expect((await c.closed).code).toBe(1008)
+  }, 20_000)
+})
+
+describe("a client that stops reading", () => {
+  let server: RunningServer
+  let dir: string
+  let key: string
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "tw-slow-"))
+    server = await serve(
+      settingsFromEnv({ TASKWRIGHT_RATE_LIMIT: "100000000" }, { dataDir: dir, databaseUrl: ":memory:" }),
+      { port: 0, host: "127.0.0.1", log: "silent", eventsMaxBufferedBytes: 64 * 1024 }
+    )
+    key = Option.getOrThrow(Option.map(server.started.bootstrap.adminKey, Redacted.value))
+  })
+  afterAll(async () => {
+    await server.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it("is cut off (1013) while the others keep receiving", async () => {
+    const slow = await connect(wsUrl(server.url), { authorization: `Bearer ${key}` })
+    const fast = await connect(wsUrl(server.url), { authorization: `Bearer ${key}` })
+    // The slow client's socket stops reading: what the server sends piles up on its side.
+    const raw = (slow.ws as unknown as { _socket: { pause(): void } })._socket
+    raw.pause()
+    // Past what the kernel's socket buffers hold on both sides, so frames pile up in the server.
+    const description = "x".repeat(5_000)
+    const count = 3_000
+    for (let i = 0; i < count; i++) {
+      await fetch(`${server.url}/api/tasks`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ title: `t${i}`, description })
+      })
+    }
+    await until(() => fast.events.length >= count)
+    expect(fast.events.map((e) => e.data.title)).toEqual(Array.from({ length: count }, (_, i) => `t${i}`))
+    ;(slow.ws as unknown as { _socket: { resume(): void } })._socket.resume()
+    expect((await slow.closed).code).toBe(1013)
+    fast.ws.close()
+  }, 30_000)
+})

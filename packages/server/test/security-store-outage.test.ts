@@ -1,0 +1,136 @@
+/**
+ * PostgreSQL going away under load and coming back: every request meanwhile is a 503 with
+ * `Retry-After` (the health check too), the outage is logged once when it starts and once when it
+ * ends (not a stack trace per request), nothing is lost, and the service recovers by itself. On a
+ * private PostgreSQL cluster of the test's own, so stopping it disturbs no other suite.
+ */
+import { execFileSync } from "node:child_process"
+import { chownSync, readdirSync } from "node:fs"
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { settingsFromEnv } from "@taskwright/core"
+import { type RunningServer, serve } from "@taskwright/server"
+import { Logger, Option, Redacted } from "effect"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { freePort } from "./auth-helpers.js"
+
+const BIN = join("/usr/lib/postgresql", readdirSync("/usr/lib/postgresql").sort().at(-1) ?? "15", "bin")
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Runs a PostgreSQL tool as the `postgres` user (the server refuses to run as root). */
+const asPostgres = (tool: string, args: ReadonlyArray<string>) =>
+  execFileSync("runuser", ["-u", "postgres", "--", join(BIN, tool), ...args], { stdio: "pipe" })
+
+describe("the store going away and coming back (PostgreSQL)", () => {
+  let dir: string
+  let port: number
+  let server: RunningServer
+  let key: string
+  const lines: Array<string> = []
+
+  const pgCtl = (action: "start" | "stop") =>
+    asPostgres("pg_ctl", [
+      "-D",
+      join(dir, "data"),
+      "-w",
+      "-l",
+      join(dir, "pg.log"),
+      ...(action === "start"
+        ? ["-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`, "start"]
+        : ["-m", "fast", "stop"])
+    ])
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "tw-outage-"))
+    chownSync(dir, Number(execFileSync("id", ["-u", "postgres"]).toString().trim()), 0)
+    port = await freePort()
+    asPostgres("initdb", ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"])
+    pgCtl("start")
+    const admin = new pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${port}/postgres` })
+    await admin.connect()
+    await admin.query("CREATE DATABASE taskwright")
+    await admin.end()
+    server = await serve(
+      settingsFromEnv({}, { dataDir: dir, databaseUrl: `postgres://postgres@127.0.0.1:${port}/taskwright` }),
+      {
+        port: 0,
+        host: "127.0.0.1",
+        log: Logger.make(({ logLevel, message }) => {
+          lines.push(`${logLevel.label} ${String(message)}`)
+        })
+      }
+    )
+    key = Option.getOrThrow(Option.map(server.started.bootstrap.adminKey, Redacted.value))
+  }, 60_000)
+  afterAll(async () => {
+    await server?.close()
+    try {
+      pgCtl("stop")
+    } catch {
+      // already stopped
+    }
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  const call = (method: string, path: string, body?: unknown) =>
+    fetch(server.url + path, {
+      method,
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" })
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+
+  it("answers 503 with Retry-After while it is down, logs two lines in all, loses nothing and recovers", async () => {
+    for (let i = 0; i < 5; i++) expect((await call("POST", "/api/tasks", { title: `before ${i}` })).status).toBe(201)
+    const before = lines.length
+
+    pgCtl("stop")
+    const statuses: Array<number> = []
+    const until = Date.now() + 3_000
+    while (Date.now() < until) {
+      const answers = await Promise.all([
+        call("GET", "/api/tasks"),
+        call("POST", "/api/tasks", { title: "during" }),
+        fetch(`${server.url}/api/health`)
+      ])
+      for (const r of answers) {
+        statuses.push(r.status)
+        const body = (await r.json()) as { error?: { code: string } }
+        expect(r.status).toBe(503)
+        expect(body.error?.code).toBe("SERVICE_UNAVAILABLE")
+        expect(Number(r.headers.get("retry-after"))).toBeGreaterThan(0)
+      }
+    }
+    expect(statuses.length).toBeGreaterThan(30)
+    const during = lines.slice(before)
+    expect(during).toHaveLength(1)
+    expect(during[0]).toMatch(/^WARN the store cannot be reached/)
+
+    pgCtl("start")
+    const back = Date.now() + 20_000
+    let status = 0
+    while (Date.now() < back) {
+      status = (await call("GET", "/api/tasks").catch(() => undefined))?.status ?? 0
+      if (status === 200) break
+      await sleep(200)
+    }
+    expect(status).toBe(200)
+    expect((await fetch(`${server.url}/api/health`)).status).toBe(200)
+    const list = (await (await call("GET", "/api/tasks?limit=200")).json()) as { tasks: Array<{ title: string }> }
+    expect(
+      list.tasks
+        .filter((t) => t.title.startsWith("before"))
+        .map((t) => t.title)
+        .sort()
+    ).toEqual(["before 0", "before 1", "before 2", "before 3", "before 4"])
+    expect(list.tasks.some((t) => t.title === "during")).toBe(false)
+    expect((await call("POST", "/api/tasks", { title: "after" })).status).toBe(201)
+    const all = lines.slice(before)
+    expect(all).toHaveLength(2)
+    expect(all[1]).toMatch(/^INFO the store is reachable again/)
+  }, 60_000)
+})
