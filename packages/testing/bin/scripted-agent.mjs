@@ -18,9 +18,11 @@
 //   { "codex_stream": true, "result"?: "..." }    a short Codex `exec --json` session with usage
 //   { "gemini_stream": true, "result"?: "..." }   a short Gemini `stream-json` session with stats
 //   { "sleep_ms": 100 }                           wait
-//   { "spawn_child_sleep_ms": 60000, "ignore_sigterm"?: true }
+//   { "spawn_child_sleep_ms": 60000, "ignore_sigterm"?: true, "tag"?: "x" }
 //                                                 start a grandchild in the same process group that
 //                                                 sleeps (sharing stdout/stderr); prints "child-pid <n>"
+//                                                 (the pid in its PID namespace); `tag` is put on its
+//                                                 command line for the host to find it by
 //   { "trap_sigterm": true }                      ignore SIGTERM from now on (prints "sigterm ignored")
 //   { "print_env": true }                         print "env KEY=value" for every variable, sorted
 //   { "echo_prompt": true }                       print `stdin <json>` and `TASKWRIGHT_PROMPT <json>`
@@ -231,10 +233,13 @@ const readStdin = async () => {
   return stdinText
 }
 
-const spawnSleeper = (ms, ignoreSigterm) => {
+const spawnSleeper = (ms, ignoreSigterm, tag) => {
   const code = `${ignoreSigterm ? "process.on('SIGTERM', () => {});" : ""}setTimeout(() => {}, ${Number(ms)})`
   // Same process group and same pipes as the agent, like a dev server an agent leaves running.
-  const child = spawn(process.execPath, ["-e", code], { stdio: ["ignore", "inherit", "inherit"] })
+  // The tag is an argument the host can find in /proc/<pid>/cmdline: in a sandbox's PID
+  // namespace the pid the agent sees is not the host's.
+  const args = ["-e", code, ...(typeof tag === "string" ? [tag] : [])]
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit"] })
   child.unref()
   return child.pid
 }
@@ -267,7 +272,8 @@ const runStep = async (step) => {
   else if ("gemini_stream" in step) await emitJson(geminiStream(step.result ?? "All done."))
   else if ("sleep_ms" in step) await sleep(Number(step.sleep_ms))
   else if ("spawn_child_sleep_ms" in step) {
-    await write("stdout", `child-pid ${spawnSleeper(step.spawn_child_sleep_ms, step.ignore_sigterm === true)}\n`)
+    const pid = spawnSleeper(step.spawn_child_sleep_ms, step.ignore_sigterm === true, step.tag)
+    await write("stdout", `child-pid ${pid}\n`)
   } else if ("trap_sigterm" in step) {
     process.on("SIGTERM", () => process.stdout.write("sigterm ignored\n"))
   } else if ("print_env" in step) await printEnv()

@@ -24,7 +24,7 @@ export type ScriptStep =
   | { readonly codex_stream: true; readonly result?: string }
   | { readonly gemini_stream: true; readonly result?: string }
   | { readonly sleep_ms: number }
-  | { readonly spawn_child_sleep_ms: number; readonly ignore_sigterm?: boolean }
+  | { readonly spawn_child_sleep_ms: number; readonly ignore_sigterm?: boolean; readonly tag?: string }
   | { readonly trap_sigterm: true }
   | { readonly print_env: true }
   | { readonly echo_prompt: true }

@@ -1,0 +1,3 @@
+import { packageProject } from "../../vitest.shared.js"
+
+export default packageProject("embedded")
