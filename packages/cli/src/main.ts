@@ -8,14 +8,13 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import {
   allScopes,
   coreLayer,
-  migrate,
   type Scope,
-  StoreUnmigrated,
   settingsFromEnv,
   TaskwrightConfig,
   type TaskwrightSettings,
   Users
 } from "@taskwright/core"
+import { migrate, StoreUnmigrated } from "@taskwright/core/internal"
 import { serve, VERSION } from "@taskwright/server"
 import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
 
@@ -47,14 +46,28 @@ const serveCommand = Command.make(
   {
     ...storeOptions,
     port: Options.integer("port").pipe(Options.withDefault(Number(process.env.PORT ?? 3000))),
-    host: Options.text("host").pipe(Options.withDefault("127.0.0.1"))
+    host: Options.text("host").pipe(Options.withDefault("127.0.0.1")),
+    tlsCert: Options.file("tls-cert").pipe(
+      Options.withDescription("PEM certificate (chain): serve HTTPS directly, with --tls-key"),
+      Options.optional
+    ),
+    tlsKey: Options.file("tls-key").pipe(Options.withDescription("PEM private key of --tls-cert"), Options.optional)
   },
   (o) =>
     Effect.gen(function* () {
       const settings = settingsOf(o)
+      if (Option.isSome(o.tlsCert) !== Option.isSome(o.tlsKey)) {
+        return yield* Effect.fail(new Error("--tls-cert and --tls-key go together"))
+      }
+      const tls = Option.all({ certFile: o.tlsCert, keyFile: o.tlsKey })
       const running = yield* Effect.acquireRelease(
         Effect.promise(() =>
-          serve(settings, { port: o.port, host: o.host, tracing: process.env.TASKWRIGHT_TRACING === "1" })
+          serve(settings, {
+            port: o.port,
+            host: o.host,
+            tracing: process.env.TASKWRIGHT_TRACING === "1",
+            ...(Option.isSome(tls) ? { tls: tls.value } : {})
+          })
         ),
         (s) => Effect.promise(() => s.close())
       )

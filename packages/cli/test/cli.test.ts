@@ -132,4 +132,80 @@ describe("taskwright CLI", () => {
     }
     expect(child.exitCode === 0 || child.signalCode === "SIGTERM").toBe(true)
   })
+
+  it("serves HTTPS with --tls-cert and --tls-key, and its session cookie is Secure", async () => {
+    const data = join(dir, "tls")
+    const cert = join(dir, "cert.pem")
+    const key = join(dir, "key.pem")
+    await run("openssl", [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+      "-days",
+      "1",
+      "-keyout",
+      key,
+      "-out",
+      cert
+    ])
+    expect((await cli(["serve", "--data-dir", data, "--tls-cert", cert])).stderr).toMatch(/go together/)
+    const child = spawn(
+      "node",
+      [bin, "serve", "--data-dir", data, "--port", "0", "--tls-cert", cert, "--tls-key", key, "--json"],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, NODE_EXTRA_CA_CERTS: cert }
+      }
+    )
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        child.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString()))
+        child.once("exit", (code) => reject(new Error(`exited ${code}`)))
+      })
+      const started = JSON.parse(line) as { url: string }
+      expect(started.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/)
+      // Checked with the certificate as the only trusted root.
+      const { stdout } = await run("curl", ["-sS", "--cacert", cert, `${started.url}/api/health`])
+      expect(JSON.parse(stdout)).toEqual({ status: "ok" })
+      const users = await cli([
+        "users",
+        "create",
+        "--data-dir",
+        data,
+        "--email",
+        "tls@example.test",
+        "--name",
+        "T",
+        "--password",
+        "correct horse battery"
+      ])
+      expect(users.code).toBe(0)
+      const { stdout: headers } = await run("curl", [
+        "-sS",
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "--cacert",
+        cert,
+        "-H",
+        "content-type: application/json",
+        "--data",
+        JSON.stringify({ email: "tls@example.test", password: "correct horse battery" }),
+        `${started.url}/api/auth/login`
+      ])
+      expect(headers).toMatch(/^set-cookie: service_session=[^\r\n]*; Secure/im)
+    } finally {
+      child.kill("SIGTERM")
+      await new Promise((resolve) => child.once("exit", resolve))
+    }
+  })
 })
