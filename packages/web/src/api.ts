@@ -1,0 +1,95 @@
+/**
+ * Calls to the HTTP API: same origin, the session cookie, JSON in and out. The browser adds
+ * `Origin` to every state-changing fetch, which is what the API's CSRF check asks of a cookie.
+ */
+import type { Page } from "./types.js"
+
+export interface FieldError {
+  readonly path: string
+  readonly message: string
+}
+
+/** An answer outside 2xx, from the API's `{"error":{"code","message","details"}}` envelope. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Readonly<Record<string, unknown>>
+  ) {
+    super(message)
+  }
+
+  /** Validation failures, one per field (`details.fields`). */
+  get fields(): ReadonlyArray<FieldError> {
+    const fields = this.details.fields
+    return Array.isArray(fields) ? fields.filter(isFieldError) : []
+  }
+
+  /** The message about `name` (or one of its elements, `labels.2`), if the API named that field. */
+  fieldMessage(name: string): string | undefined {
+    return this.fields.find((f) => f.path === name || f.path.startsWith(`${name}.`))?.message
+  }
+}
+
+const isFieldError = (u: unknown): u is FieldError =>
+  typeof u === "object" && u !== null && typeof (u as FieldError).path === "string" && "message" in u
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
+
+let unauthorized: () => void = () => {}
+
+/** What to do when a call answers 401: the session is gone, so the app shows Sign in. */
+export const onUnauthorized = (handler: () => void): void => {
+  unauthorized = handler
+}
+
+/** The error's message for a person, whatever was thrown. */
+export const messageOf = (error: unknown): string =>
+  error instanceof Error ? error.message : "Something went wrong. Try again."
+
+export const api = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+  let res: Response
+  try {
+    res = await fetch(path, {
+      method,
+      credentials: "same-origin",
+      headers: body === undefined ? { accept: "application/json" } : { "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+  } catch {
+    throw new ApiError(0, "NETWORK", "The server cannot be reached. Check your connection and try again.", {})
+  }
+  const text = await res.text()
+  let parsed: unknown
+  try {
+    parsed = text === "" ? undefined : JSON.parse(text)
+  } catch {
+    parsed = undefined
+  }
+  if (res.ok) return parsed as T
+  const error = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : {}
+  const apiError = new ApiError(
+    res.status,
+    typeof error.code === "string" ? error.code : `HTTP_${res.status}`,
+    typeof error.message === "string" ? error.message : `The server answered ${res.status}.`,
+    isRecord(error.details) ? error.details : {}
+  )
+  if (res.status === 401 && !path.startsWith("/api/auth/")) unauthorized()
+  throw apiError
+}
+
+const PAGE = 200
+
+/** Every item of a paged list (`limit` at most 200): the first page, then the rest at once. */
+export const allPages = async <K extends string, T>(path: string, key: K): Promise<Array<T>> => {
+  const sep = path.includes("?") ? "&" : "?"
+  type Answer = Page & Record<K, Array<T>>
+  const first = await api<Answer>("GET", `${path}${sep}limit=${PAGE}&offset=0`)
+  const rest: Array<Promise<Answer>> = []
+  for (let offset = PAGE; offset < first.total; offset += PAGE) {
+    rest.push(api<Answer>("GET", `${path}${sep}limit=${PAGE}&offset=${offset}`))
+  }
+  const pages = await Promise.all(rest)
+  return [first, ...pages].flatMap((p) => p[key])
+}

@@ -1,0 +1,517 @@
+/**
+ * The board: a column per status, cards with title, priority and labels, filters, drag and drop
+ * between columns and, for keyboards, a "Status" select in each card's menu.
+ *
+ * A board of a thousand cards must be drawn and usable within 300 ms: cards are class components
+ * that redraw only when their own task changes, a reload keeps the objects of unchanged tasks,
+ * and drag events are handled once on the board rather than on every card.
+ */
+import { Component } from "preact"
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks"
+import { allPages, api, messageOf } from "../api.js"
+import { Empty, ErrorState, Loading, labelChip, notify, Options, priorityBadge, useTitle } from "../components.js"
+import { useLiveEvents, useLiveRefresh } from "../live.js"
+import { labelColors, labels, projects } from "../resources.js"
+import { Link, navigate } from "../router.js"
+import {
+  type LiveEvent,
+  type Me,
+  PRIORITIES,
+  PRIORITY_NAMES,
+  STATUS_NAMES,
+  STATUSES,
+  type TaskItem,
+  type TaskPriority,
+  type TaskStatus
+} from "../types.js"
+import { NewTaskDialog } from "./NewTask.js"
+
+const DRAG_TYPE = "application/x-taskwright-task"
+
+interface Filters {
+  readonly project: string
+  readonly priority: TaskPriority | ""
+  readonly label: string
+}
+
+// Kept across visits to other screens, like a tab's scroll position.
+let savedFilters: Filters = { project: "", priority: "", label: "" }
+
+type Tasks = ReadonlyMap<number, TaskItem>
+
+const isStatus = (s: unknown): s is TaskStatus => (STATUSES as ReadonlyArray<unknown>).includes(s)
+
+/** A task from an event's data, when it has the fields a card needs. */
+const taskOf = (data: unknown): TaskItem | undefined => {
+  const t = data as Partial<TaskItem> | null
+  return t !== null &&
+    typeof t === "object" &&
+    typeof t.id === "number" &&
+    typeof t.title === "string" &&
+    isStatus(t.status) &&
+    Array.isArray(t.labels)
+    ? (t as TaskItem)
+    : undefined
+}
+
+const byRecent = (a: TaskItem, b: TaskItem) =>
+  a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : b.id - a.id
+
+interface CardProps {
+  readonly task: TaskItem
+  readonly colors: ReadonlyMap<string, string>
+  readonly menuOpen: boolean
+  readonly onMenu: (id: number | null) => void
+  readonly onMove: (id: number, status: TaskStatus) => void
+}
+
+class Card extends Component<CardProps> {
+  override shouldComponentUpdate(next: CardProps): boolean {
+    const p = this.props
+    return next.task !== p.task || next.colors !== p.colors || next.menuOpen !== p.menuOpen
+  }
+
+  override render() {
+    const { task, colors, menuOpen, onMenu, onMove } = this.props
+    return (
+      <li class="card" draggable data-task-id={task.id}>
+        <div class="card-top">
+          {/* A plain link: the board follows it in place (one listener for all cards). */}
+          <a class="card-title" href={`/tasks/${task.id}`}>
+            {task.title}
+          </a>
+          <button
+            type="button"
+            class="icon-button card-menu-button"
+            data-menu={task.id}
+            aria-label={`Actions for ${task.title}`}
+            aria-expanded={menuOpen}
+            onClick={() => onMenu(menuOpen ? null : task.id)}
+          >
+            ⋯
+          </button>
+        </div>
+        <div class="card-meta">
+          {priorityBadge(task.priority)}
+          <span class="card-id">#{task.id}</span>
+        </div>
+        {task.labels.length > 0 && (
+          <ul class="chips" aria-label="Labels">
+            {task.labels.map((l) => (
+              <li key={l}>{labelChip(l, colors.get(l.toLowerCase()))}</li>
+            ))}
+          </ul>
+        )}
+        {menuOpen && <CardMenu task={task} onMove={onMove} onClose={() => onMenu(null)} />}
+      </li>
+    )
+  }
+}
+
+const CardMenu = ({
+  task,
+  onMove,
+  onClose
+}: {
+  readonly task: TaskItem
+  readonly onMove: (id: number, status: TaskStatus) => void
+  readonly onClose: () => void
+}) => {
+  const ref = useRef<HTMLFieldSetElement>(null)
+  useEffect(() => {
+    ref.current?.querySelector("select")?.focus()
+    const outside = (e: PointerEvent) => {
+      const card = ref.current?.closest(".card")
+      if (card !== null && card !== undefined && !card.contains(e.target as Node)) onClose()
+    }
+    document.addEventListener("pointerdown", outside)
+    return () => document.removeEventListener("pointerdown", outside)
+  }, [])
+  return (
+    <fieldset
+      ref={ref}
+      class="card-menu"
+      onKeyDown={(e) => {
+        if (e.key === "Escape") {
+          e.stopPropagation()
+          onClose()
+          document.querySelector<HTMLElement>(`[data-menu="${task.id}"]`)?.focus()
+        }
+      }}
+    >
+      <legend class="visually-hidden">Change “{task.title}”</legend>
+      <label class="field-inline">
+        Status
+        <select value={task.status} onChange={(e) => onMove(task.id, e.currentTarget.value as TaskStatus)}>
+          <Options values={STATUSES} names={STATUS_NAMES} />
+        </select>
+      </label>
+      <div class="card-menu-actions">
+        <Link href={`/tasks/${task.id}`} class="button button-small">
+          Open task
+        </Link>
+        <button type="button" class="button button-small button-quiet" onClick={onClose}>
+          Close
+        </button>
+      </div>
+    </fieldset>
+  )
+}
+
+const Column = ({
+  status,
+  tasks,
+  dropTarget,
+  ...card
+}: {
+  readonly status: TaskStatus
+  readonly tasks: ReadonlyArray<TaskItem>
+  readonly dropTarget: boolean
+  readonly colors: ReadonlyMap<string, string>
+  readonly menuFor: number | null
+  readonly onMenu: (id: number | null) => void
+  readonly onMove: (id: number, status: TaskStatus) => void
+}) => (
+  <section class={dropTarget ? "column column-drop" : "column"} aria-labelledby={`col-${status}`} data-status={status}>
+    <div class="column-head">
+      <h2 id={`col-${status}`}>{STATUS_NAMES[status]}</h2>
+      <span class="count">
+        {tasks.length}
+        <span class="visually-hidden"> {tasks.length === 1 ? "task" : "tasks"}</span>
+      </span>
+    </div>
+    {tasks.length === 0 ? (
+      <p class="column-empty">{dropTarget ? "Drop here" : "No tasks"}</p>
+    ) : (
+      <ul class="cards" aria-labelledby={`col-${status}`}>
+        {tasks.map((t) => (
+          <Card
+            key={t.id}
+            task={t}
+            colors={card.colors}
+            menuOpen={card.menuFor === t.id}
+            onMenu={card.onMenu}
+            onMove={card.onMove}
+          />
+        ))}
+      </ul>
+    )}
+  </section>
+)
+
+export const Board = ({ me }: { readonly me: Me }) => {
+  useTitle("Board")
+  const [filters, setFiltersState] = useState(savedFilters)
+  const [tasks, setTasks] = useState<Tasks | undefined>(undefined)
+  const tasksRef = useRef(tasks)
+  tasksRef.current = tasks
+  const [error, setError] = useState<unknown>(undefined)
+  const [menuFor, setMenuFor] = useState<number | null>(null)
+  const [creating, setCreating] = useState(false)
+  const [dropTarget, setDropTarget] = useState<TaskStatus | null>(null)
+  const projectList = projects.use()
+  const labelList = labels.use()
+  const colors = useMemo(() => labelColors(labelList.value), [labelList.value])
+  const generation = useRef(0)
+  const pendingMoves = useRef(new Map<number, TaskStatus>())
+  const measuring = useRef(false)
+  const reloadTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
+  const canWrite = me.scopes.includes("tasks:write") || me.scopes.includes("admin")
+
+  const setFilters = (f: Filters) => {
+    savedFilters = f
+    setFiltersState(f)
+  }
+
+  const load = useCallback(async (project: string) => {
+    const mine = ++generation.current
+    try {
+      // The labels' colours come with the first drawing of the cards, not in a second one.
+      const [list] = await Promise.all([
+        allPages<"tasks", TaskItem>(
+          project === "" ? "/api/tasks" : `/api/tasks?project_id=${encodeURIComponent(project)}`,
+          "tasks"
+        ),
+        labels.get().value === undefined ? labels.reload() : undefined
+      ])
+      if (mine !== generation.current) return
+      performance.mark("board:data")
+      measuring.current = true
+      setError(undefined)
+      setTasks((prev) => {
+        const next = new Map<number, TaskItem>()
+        for (const t of list) {
+          const old = prev?.get(t.id)
+          const pending = pendingMoves.current.get(t.id)
+          const fresh = pending !== undefined ? { ...t, status: pending } : t
+          next.set(
+            t.id,
+            old !== undefined && old.updated_at === fresh.updated_at && old.status === fresh.status ? old : fresh
+          )
+        }
+        return next
+      })
+    } catch (e) {
+      if (mine === generation.current) setError(e)
+    }
+  }, [])
+
+  useEffect(() => {
+    setTasks(undefined)
+    void load(filters.project)
+  }, [filters.project])
+
+  // The budget's measure: from the tasks in hand to the first frame after they are drawn.
+  useLayoutEffect(() => {
+    if (!measuring.current || tasks === undefined) return
+    measuring.current = false
+    performance.measure("board:commit", "board:data")
+    requestAnimationFrame(() =>
+      setTimeout(() => {
+        performance.mark("board:interactive")
+        performance.measure("board:render", "board:data", "board:interactive")
+      })
+    )
+  }, [tasks])
+
+  const reloadSoon = () => {
+    clearTimeout(reloadTimer.current)
+    reloadTimer.current = setTimeout(() => void load(savedFilters.project), 300)
+  }
+  useEffect(() => () => clearTimeout(reloadTimer.current), [])
+
+  useLiveRefresh(() => void load(savedFilters.project))
+  useLiveEvents((event: LiveEvent) => {
+    if (event.type === "task.deleted") {
+      const id = (event.data as { id?: unknown } | null)?.id
+      if (typeof id === "number") {
+        setTasks((prev) => {
+          if (prev === undefined || !prev.has(id)) return prev
+          const next = new Map(prev)
+          next.delete(id)
+          return next
+        })
+      }
+      return
+    }
+    if (event.type === "task.created" || event.type === "task.updated") {
+      const task = taskOf(event.data)
+      const project = savedFilters.project
+      if (task === undefined || (project !== "" && task.project_id === undefined)) return reloadSoon()
+      const belongs = project === "" || task.project_id === project
+      setTasks((prev) => {
+        if (prev === undefined) return prev
+        const old = prev.get(task.id)
+        if (old !== undefined && old.updated_at > task.updated_at) return prev
+        const next = new Map(prev)
+        if (belongs) next.set(task.id, pendingMoves.current.has(task.id) ? (old ?? task) : task)
+        else next.delete(task.id)
+        return next
+      })
+      return
+    }
+    // A run moves its task (started: in progress; completed: in review).
+    if (event.type.startsWith("run.") && event.type !== "run.log") reloadSoon()
+  })
+
+  const move = useCallback(async (id: number, status: TaskStatus) => {
+    const original = tasksRef.current?.get(id)
+    if (original === undefined || original.status === status) return
+    setTasks((prev) =>
+      prev === undefined ? prev : new Map(prev).set(id, { ...original, status, updated_at: new Date().toISOString() })
+    )
+    setMenuFor(null)
+    pendingMoves.current.set(id, status)
+    try {
+      const updated = await api<TaskItem>("PATCH", `/api/tasks/${id}`, { status })
+      pendingMoves.current.delete(id)
+      setTasks((prev) => (prev === undefined ? prev : new Map(prev).set(id, updated)))
+      notify(`Moved “${original.title}” to ${STATUS_NAMES[status]}.`)
+    } catch (e) {
+      pendingMoves.current.delete(id)
+      setTasks((prev) => (prev === undefined ? prev : new Map(prev).set(id, original)))
+      notify(`Could not move “${original.title}”: ${messageOf(e)}`, "error")
+    }
+    // The card is drawn anew in its new column; give the keyboard its menu button back.
+    requestAnimationFrame(() => document.querySelector<HTMLElement>(`[data-menu="${id}"]`)?.focus())
+  }, [])
+
+  const columns = useMemo(() => {
+    const out = new Map<TaskStatus, Array<TaskItem>>(STATUSES.map((s) => [s, []]))
+    if (tasks === undefined) return out
+    const label = filters.label.toLowerCase()
+    for (const t of tasks.values()) {
+      if (filters.priority !== "" && t.priority !== filters.priority) continue
+      if (label !== "" && !t.labels.some((l) => l.toLowerCase() === label)) continue
+      out.get(t.status)?.push(t)
+    }
+    for (const list of out.values()) list.sort(byRecent)
+    return out
+  }, [tasks, filters.priority, filters.label])
+
+  const filtered = filters.project !== "" || filters.priority !== "" || filters.label !== ""
+  const shown = [...columns.values()].reduce((n, c) => n + c.length, 0)
+
+  const dragStatus = (e: DragEvent): TaskStatus | null => {
+    const column = (e.target as Element | null)?.closest?.("[data-status]")
+    const s = column?.getAttribute("data-status")
+    return isStatus(s) ? s : null
+  }
+
+  return (
+    <div class="page page-board">
+      <div class="toolbar">
+        <h1 tabIndex={-1}>Board</h1>
+        <fieldset class="filters">
+          <legend class="visually-hidden">Filters</legend>
+          <label class="field-inline">
+            Project
+            <select
+              value={filters.project}
+              onChange={(e) => setFilters({ ...filters, project: e.currentTarget.value })}
+            >
+              <option value="">All projects</option>
+              {(projectList.value ?? []).map((p) => (
+                <option key={p.id} value={p.id}>
+                  {p.name}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label class="field-inline">
+            Priority
+            <select
+              value={filters.priority}
+              onChange={(e) => setFilters({ ...filters, priority: e.currentTarget.value as TaskPriority | "" })}
+            >
+              <option value="">Any priority</option>
+              <Options values={PRIORITIES} names={PRIORITY_NAMES} />
+            </select>
+          </label>
+          <label class="field-inline">
+            Label
+            <select value={filters.label} onChange={(e) => setFilters({ ...filters, label: e.currentTarget.value })}>
+              <option value="">Any label</option>
+              {(labelList.value ?? []).map((l) => (
+                <option key={l.id} value={l.name}>
+                  {l.name}
+                </option>
+              ))}
+            </select>
+          </label>
+          {filtered && (
+            <button
+              type="button"
+              class="button button-quiet button-small"
+              onClick={() => setFilters({ project: "", priority: "", label: "" })}
+            >
+              Clear filters
+            </button>
+          )}
+        </fieldset>
+        {canWrite && (
+          <button type="button" class="button button-primary" onClick={() => setCreating(true)}>
+            New task
+          </button>
+        )}
+      </div>
+
+      {error !== undefined && <ErrorState error={error} onRetry={() => void load(filters.project)} />}
+      {tasks === undefined && error === undefined && <Loading label="Loading the board…" />}
+      {tasks !== undefined && shown === 0 && (
+        <Empty title={filtered ? "No task matches these filters." : "No tasks yet."}>
+          {filtered ? (
+            <p>Change or clear the filters to see more of the board.</p>
+          ) : (
+            <p>Create a task, then drag it across the columns as the work moves on.</p>
+          )}
+        </Empty>
+      )}
+      {tasks !== undefined && (
+        // biome-ignore lint/a11y/noStaticElementInteractions: drag and drop is the pointer's way; keyboards use each card's Status select
+        // biome-ignore lint/a11y/useKeyWithClickEvents: the clicks handled are the cards' links', which Enter fires too
+        <div
+          class="board"
+          onClick={(e) => {
+            const link = (e.target as Element | null)?.closest?.("a.card-title")
+            const href = link?.getAttribute("href")
+            if (
+              href === null ||
+              href === undefined ||
+              e.button !== 0 ||
+              e.metaKey ||
+              e.ctrlKey ||
+              e.shiftKey ||
+              e.altKey
+            ) {
+              return
+            }
+            e.preventDefault()
+            navigate(href)
+          }}
+          onDragStart={(e) => {
+            const card = (e.target as Element | null)?.closest?.("[data-task-id]")
+            const id = card?.getAttribute("data-task-id")
+            if (id === null || id === undefined || e.dataTransfer === null) return
+            e.dataTransfer.setData(DRAG_TYPE, id)
+            e.dataTransfer.effectAllowed = "move"
+            card?.classList.add("card-dragging")
+            setMenuFor(null)
+          }}
+          onDragEnd={(e) => {
+            ;(e.target as Element | null)?.closest?.("[data-task-id]")?.classList.remove("card-dragging")
+            setDropTarget(null)
+          }}
+          onDragOver={(e) => {
+            const s = dragStatus(e)
+            if (s === null || e.dataTransfer === null || !e.dataTransfer.types.includes(DRAG_TYPE)) return
+            e.preventDefault()
+            e.dataTransfer.dropEffect = "move"
+            if (s !== dropTarget) setDropTarget(s)
+          }}
+          onDragLeave={(e) => {
+            if (e.relatedTarget === null || !(e.currentTarget as Element).contains(e.relatedTarget as Node)) {
+              setDropTarget(null)
+            }
+          }}
+          onDrop={(e) => {
+            const s = dragStatus(e)
+            const id = Number(e.dataTransfer?.getData(DRAG_TYPE))
+            setDropTarget(null)
+            if (s === null || !Number.isInteger(id) || id <= 0) return
+            e.preventDefault()
+            void move(id, s)
+          }}
+        >
+          {STATUSES.map((s) => (
+            <Column
+              key={s}
+              status={s}
+              tasks={columns.get(s) ?? []}
+              dropTarget={dropTarget === s}
+              colors={colors}
+              menuFor={menuFor}
+              onMenu={setMenuFor}
+              onMove={move}
+            />
+          ))}
+        </div>
+      )}
+
+      {creating && (
+        <NewTaskDialog
+          defaultProject={filters.project}
+          onClose={() => setCreating(false)}
+          onCreated={(task) => {
+            setCreating(false)
+            if (filters.project === "" || task.project_id === filters.project) {
+              setTasks((prev) => (prev === undefined ? prev : new Map(prev).set(task.id, task)))
+            }
+            void labels.reload()
+            notify(`Created “${task.title}”.`)
+          }}
+        />
+      )}
+    </div>
+  )
+}

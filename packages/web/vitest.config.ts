@@ -1,0 +1,18 @@
+import { defineProject, mergeConfig } from "vitest/config"
+import { packageProject } from "../../vitest.shared.js"
+
+export default mergeConfig(
+  packageProject("web"),
+  defineProject({
+    test: {
+      globalSetup: ["./test/global-setup.ts"],
+      // A browser flow with an agent run takes a while on a loaded two-core machine.
+      testTimeout: 180_000,
+      // One browser suite at a time: each drives Chromium and a server, and the budgets suite
+      // measures rendering, which a second browser on the same two cores would distort.
+      pool: "forks",
+      poolOptions: { forks: { singleFork: true } },
+      hookTimeout: 120_000
+    }
+  })
+)
