@@ -108,12 +108,12 @@ process.on("SIGINT", () => process.exit(130))
 /** The stand-in server: the workspace's server code with the Gate swapped (PREAUTH_MODE). */
 const STANDIN = `
 import { createServer } from "node:http"
-import { Auth, Gate, settingsFromEnv } from "@taskwright/core"
-import { makeRequestListener, makeRuntime, VERSION } from "@taskwright/server"
+import { Auth, Gate, makeEngineRuntime, settingsFromEnv } from "@taskwright/core"
+import { makeRequestListener, VERSION } from "@taskwright/server"
 import { Context, Effect, Runtime } from "effect"
 
 const [dataDir, port, userId, keyId, scopes] = process.argv.slice(2)
-const managed = makeRuntime(settingsFromEnv(process.env, { dataDir }))
+const managed = makeEngineRuntime(settingsFromEnv(process.env, { dataDir }), { log: "silent" })
 const base = await managed.runtime()
 const auth = Context.get(base.context, Auth)
 const rate = { allowed: true, limit: 1000, remaining: 999, reset: Math.ceil(Date.now() / 1000) + 60, retryAfter: 60 }
@@ -125,8 +125,9 @@ const actor = {
 const fixed = Effect.succeed({ actor, rate, refusal: undefined })
 const gate =
   process.env.PREAUTH_MODE === "fixed"
-    ? { admit: () => fixed }
+    ? { admitNow: () => undefined, admit: () => fixed }
     : {
+        admitNow: () => undefined,
         admit: (request) =>
           Effect.match(
             auth.authenticateRequest({ authorization: request.header("authorization"), cookie: request.header("cookie") }),
@@ -141,12 +142,7 @@ const runtime = Runtime.make({
   fiberRefs: base.fiberRefs,
   runtimeFlags: base.runtimeFlags
 })
-const listener = makeRequestListener(runtime, {
-  version: VERSION,
-  staticRoutes: [],
-  health: Effect.succeed(true),
-  onDefect: () => {}
-})
+const listener = makeRequestListener(runtime, { version: VERSION, documents: [] })
 createServer({ keepAliveTimeout: 5000 }, listener).listen(Number(port), "127.0.0.1")
 process.on("SIGTERM", () => managed.dispose().then(() => process.exit(0)))
 `

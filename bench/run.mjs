@@ -1,18 +1,32 @@
 #!/usr/bin/env node
 /**
- * `npm run bench`: Taskwright (A), the floor (B, node:http + better-sqlite3) and the peer
- * (C, Fastify 5) doing the same work, measured side by side on this machine in alternating
- * rounds A B C A B C. `BENCH_STORE=pg` measures the three on PostgreSQL instead (`pg` pools),
- * `BENCH_STORE=both` SQLite then PostgreSQL. See bench/README.md for the knobs and what every
- * column means.
+ * `npm run bench`: Taskwright (A), the floor (B, `node:http`) and the peer (C, Fastify 5) doing
+ * the same work on every endpoint a board uses, measured side by side on this machine in
+ * alternating rounds A B C A B C; then the list at scale (100,000 and 1,000,000 tasks, uniform
+ * and skewed) with one client, with the plan of Taskwright's list query. `BENCH_STORE=pg`
+ * measures the three on PostgreSQL instead (`pg` pools), `BENCH_STORE=both` SQLite then
+ * PostgreSQL. See bench/README.md for the knobs and what every column means.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { spawnSync } from "node:child_process"
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync
+} from "node:fs"
 import os from "node:os"
-import { join, relative } from "node:path"
+import { dirname, join, relative } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
+import Database from "better-sqlite3"
 import pg from "pg"
 import { checkServer, makeOracle, makePgOracle } from "./lib/check.mjs"
-import { chooseLoadgen, ENDPOINTS, runLoad } from "./lib/loadgen.mjs"
+import { ENDPOINTS, planFor, WRITES } from "./lib/endpoints.mjs"
+import { explainPg, explainSqlite, LIST_SQL, sameStatement } from "./lib/explain.mjs"
+import { chooseLoadgen, runLoad } from "./lib/loadgen.mjs"
 import {
   assertLoopback,
   backendPids,
@@ -30,8 +44,20 @@ import {
   serverVersion
 } from "./lib/pg.mjs"
 import { cpuSeconds, freePort, killAll, memory, startServer, stopServer } from "./lib/proc.mjs"
-import { largeTable, startupTable, summarise, throughputTables } from "./lib/report.mjs"
-import { CLI, cliEnv, ROOT, seedCached, sha256Hex, walIsEmpty } from "./seed.mjs"
+import { explainBlocks, largeTable, startupTable, summarise, summaryTable, throughputTables } from "./lib/report.mjs"
+import {
+  BUILT_CLI,
+  CLI,
+  cliEnv,
+  ROOT,
+  SKEW_FRACTION,
+  SKEW_STATUS,
+  seedCached,
+  seedName,
+  sha256Hex,
+  useCli,
+  walIsEmpty
+} from "./seed.mjs"
 import { seedPg } from "./seed-pg.mjs"
 
 // ---------------------------------------------------------------------------------------------
@@ -77,20 +103,31 @@ const parseAEnv = (text) => {
 }
 
 const STORES = { sqlite: ["sqlite"], pg: ["pg"], both: ["sqlite", "pg"] }
+const EVENTS = ["auto", "on", "off"]
 
 const readConfig = () => {
   const quick = flag("BENCH_QUICK", false)
   const storeName = (env.BENCH_STORE || "sqlite").toLowerCase()
   if (!STORES[storeName]) throw new Error(`BENCH_STORE must be sqlite, pg or both, got ${env.BENCH_STORE}`)
+  const durationS = num("BENCH_DURATION", quick ? 2 : 10, { min: 1, integer: true })
+  const warmupS = num("BENCH_WARMUP", quick ? 1 : 4, { min: 0, integer: true })
+  const events = (env.BENCH_EVENTS || "auto").toLowerCase()
+  if (!EVENTS.includes(events)) throw new Error(`BENCH_EVENTS must be auto, on or off, got ${env.BENCH_EVENTS}`)
   const config = {
     quick,
     stores: STORES[storeName],
     rounds: num("BENCH_ROUNDS", 2, { min: 1, integer: true }),
-    durationS: num("BENCH_DURATION", quick ? 2 : 10, { min: 1, integer: true }),
-    warmupS: num("BENCH_WARMUP", quick ? 1 : 4, { min: 0, integer: true }),
+    durationS,
+    warmupS,
     connections: num("BENCH_CONNECTIONS", 50, { min: 1, integer: true }),
     threads: num("BENCH_THREADS", 1, { min: 1, integer: true }),
     tasks: num("BENCH_TASKS", 100_000, { min: 1000, integer: true }),
+    // One task per DELETE: room for 20,000 deletes a second through warm-up and run.
+    deletePool: num("BENCH_DELETE_POOL", Math.max(50_000, (warmupS + durationS) * 20_000), {
+      min: 1000,
+      integer: true
+    }),
+    events,
     large: flag("BENCH_LARGE", !quick),
     largeTasks: num("BENCH_LARGE_TASKS", 1_000_000, { min: 1000, integer: true }),
     largeDurationS: num("BENCH_LARGE_DURATION", quick ? 3 : 6, { min: 1, integer: true }),
@@ -120,13 +157,28 @@ const STORE_NAMES = { sqlite: "SQLite", pg: "PostgreSQL" }
 /** On PostgreSQL, each server start gets this database, a fresh copy of the seed. */
 const RUN_DB = benchDbName("run")
 
-const serverDefs = (config, store) => {
+/**
+ * `events`: the peers append one row to `events` in every change's transaction (`--events`);
+ * `taskwrightEvents`: Taskwright's schema has the table (then Taskwright appends).
+ */
+const serverDefs = (config, store, { events, taskwrightEvents }) => {
   const node = process.execPath
   const plainEnv = cliEnv({ NODE_ENV: "production" })
-  // B and C: the same server on the other store, from its own file.
-  const floor = store === "pg" ? "bench/servers/floor-pg.mjs" : "bench/servers/floor.mjs"
-  const fastify = store === "pg" ? "bench/servers/fastify-pg.mjs" : "bench/servers/fastify.mjs"
-  const storeArgs = (dir) => (store === "pg" ? ["--database", dbUrl(RUN_DB)] : ["--db", join(dir, "taskwright.db")])
+  // B and C: one module each, the store chosen on the command line.
+  const storeArgs = (dir) =>
+    store === "pg"
+      ? ["--store", "pg", "--database", dbUrl(RUN_DB)]
+      : ["--store", "sqlite", "--db", join(dir, "taskwright.db")]
+  const peerArgv = (file) => (port, dir) => [
+    node,
+    join(ROOT, file),
+    "--port",
+    String(port),
+    "--host",
+    "127.0.0.1",
+    ...storeArgs(dir),
+    ...(events ? ["--events"] : [])
+  ]
   // Taskwright limits each credential to 1000 requests a minute by default; the bench sends
   // that many in a tenth of a second. The limiter still runs (and costs what it costs), it
   // just never refuses. BENCH_A_ENV can override this.
@@ -140,32 +192,13 @@ const serverDefs = (config, store) => {
       available: existsSync(CLI),
       skipReason: existsSync(CLI)
         ? null
-        : `${relative(ROOT, CLI)} does not exist yet (build Taskwright with \`npm run build\`)`,
+        : `${relative(ROOT, BUILT_CLI)} does not exist yet (build Taskwright with \`npm run build\`)`,
       argv: (port, dir) => [node, CLI, "serve", "--port", String(port), "--host", "127.0.0.1", "--data-dir", dir],
-      env: aEnv
+      env: aEnv,
+      events: taskwrightEvents
     },
-    B: {
-      key: "B",
-      name: NAMES.B,
-      available: true,
-      argv: (port, dir) => [node, join(ROOT, floor), "--port", String(port), "--host", "127.0.0.1", ...storeArgs(dir)],
-      env: plainEnv
-    },
-    C: {
-      key: "C",
-      name: NAMES.C,
-      available: true,
-      argv: (port, dir) => [
-        node,
-        join(ROOT, fastify),
-        "--port",
-        String(port),
-        "--host",
-        "127.0.0.1",
-        ...storeArgs(dir)
-      ],
-      env: plainEnv
-    }
+    B: { key: "B", name: NAMES.B, available: true, argv: peerArgv("bench/servers/floor.mjs"), env: plainEnv, events },
+    C: { key: "C", name: NAMES.C, available: true, argv: peerArgv("bench/servers/fastify.mjs"), env: plainEnv, events }
   }
 }
 
@@ -190,11 +223,58 @@ const dbCpuBetween = (before, after) => {
   return total
 }
 
+/** Size of the server's write-ahead log in MiB (SQLite; 0 when there is none). */
+const walMiB = (dir) => {
+  try {
+    return statSync(join(dir, "taskwright.db-wal")).size / 2 ** 20
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * The statements the PostgreSQL backends serving RUN_DB were seen running, polled from
+ * `pg_stat_activity` until `stop()` (which answers them).
+ */
+const watchStatements = (ctx) => {
+  const seen = new Set()
+  let running = true
+  const poll = (async () => {
+    while (running) {
+      try {
+        const r = await ctx.admin.query(
+          "SELECT DISTINCT query FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+          [RUN_DB]
+        )
+        for (const row of r.rows) if (row.query) seen.add(row.query)
+      } catch {}
+      await sleep(25)
+    }
+  })()
+  return async () => {
+    running = false
+    await poll
+    return [...seen]
+  }
+}
+
 /**
  * One server life: fresh copy of the seed, start (timed), idle RSS, checks, then for each
  * endpoint a warm-up and a measured run, then SIGTERM. Answers what was measured.
  */
-const measureServer = async ({ def, seed, oracle, round, phase, endpoints, connections, durationS, warmupS, ctx }) => {
+const measureServer = async ({
+  def,
+  seed,
+  oracle,
+  round,
+  phase,
+  endpoints,
+  connections,
+  durationS,
+  warmupS,
+  checkLevel,
+  ctx
+}) => {
   const { config, loadgen } = ctx
   const pgStore = ctx.store === "pg"
   const dir = join(ctx.runDir, `${def.key}-${phase}-r${round}`)
@@ -216,14 +296,22 @@ const measureServer = async ({ def, seed, oracle, round, phase, endpoints, conne
       log(`  could not drop ${RUN_DB}: ${e.message} (dropped again at exit)`)
     }
   }
-  const logFile = join(WORK, "logs", `${def.key}-${pgStore ? "pg-" : ""}${phase}-${seed.tasks}-r${round}.log`)
+  const logFile = join(WORK, "logs", `${def.key}-${pgStore ? "pg-" : ""}${phase}-${seed.name}-r${round}.log`)
   rmSync(logFile, { force: true })
   const port = await freePort()
   let argv = def.argv(port, dir)
   if (config.pin) argv = ["taskset", "-c", "0", ...argv]
-  const record = { phase, round, server: def.key, tasks: seed.tasks, port, logFile: relative(ROOT, logFile) }
+  const record = {
+    phase,
+    round,
+    server: def.key,
+    seed: seed.name,
+    tasks: seed.tasks,
+    port,
+    logFile: relative(ROOT, logFile)
+  }
   // Which build of Taskwright this was: a rebuild during the run makes its rounds incomparable.
-  if (def.key === "A") record.build = existsSync(CLI) ? sha256Hex(readFileSync(CLI)).slice(0, 12) : null
+  if (def.key === "A") record.build = ctx.build
   let started
   try {
     started = await startServer({ command: argv[0], args: argv.slice(1), env: def.env, cwd: ROOT, logFile, port })
@@ -238,7 +326,8 @@ const measureServer = async ({ def, seed, oracle, round, phase, endpoints, conne
   record.idleRssMiB = memory(started.pid)?.rssMiB ?? null
   const measurements = []
   try {
-    record.check = await checkServer({ port, secret: seed.secret, ids: seed.getIds, oracle })
+    const database = pgStore ? { url: dbUrl(RUN_DB) } : { file: join(dir, "taskwright.db") }
+    record.check = await checkServer({ port, seed, oracle, level: checkLevel, database, events: def.events })
     if (!record.check.ok) {
       log(`  ${def.name}: CHECK FAILED (${record.check.failureCount} failures), first:`)
       for (const f of record.check.failures.slice(0, 3))
@@ -251,41 +340,55 @@ const measureServer = async ({ def, seed, oracle, round, phase, endpoints, conne
       )
     }
     for (const endpoint of endpoints) {
+      const threads = Math.min(config.threads, connections)
       const common = {
         loadgen,
         port,
         endpoint,
+        label: ENDPOINTS[endpoint].label,
         connections,
-        threads: Math.min(config.threads, connections),
-        secret: seed.secret,
-        ids: seed.getIds,
+        threads,
         scriptDir: ctx.scriptDir,
         pinCpu: config.pin ? 1 : undefined
       }
       let warm = null
-      if (warmupS > 0) warm = await runLoad({ ...common, seconds: warmupS })
+      let after = 0
+      if (warmupS > 0) {
+        warm = await runLoad({ ...common, plan: planFor(endpoint, seed), seconds: warmupS })
+        // The measured run goes on past what the warm-up sent (and what was still in flight):
+        // a status PATCH keeps moving tasks the same way, a DELETE deletes tasks still there.
+        after = warm.requests + connections * threads + Math.ceil(warm.requests * 0.1 * (threads - 1))
+      }
+      const plan = planFor(endpoint, seed, { after })
       await sleep(250)
+      const watch = pgStore && def.key === "A" && phase === "large" ? watchStatements(ctx) : null
       const db0 = await dbCpuSnapshot(ctx)
       const cpu0 = cpuSeconds(started.pid)
-      const r = await runLoad({ ...common, seconds: durationS })
+      const r = await runLoad({ ...common, plan, seconds: durationS })
       const cpu1 = cpuSeconds(started.pid)
       const db1 = await dbCpuSnapshot(ctx)
       const mem = memory(started.pid)
+      if (watch) record.statements = await watch()
       const result = {
         ...r,
         serverCpuS: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0,
-        ...(pgStore ? { dbCpuS: dbCpuBetween(db0, db1) } : {}),
+        ...(pgStore ? { dbCpuS: dbCpuBetween(db0, db1) } : { walMiB: walMiB(dir) }),
         rssMiB: mem?.rssMiB ?? null,
         peakRssMiB: mem?.peakRssMiB ?? null,
         warmup: warm ? { rps: warm.rps, non2xx: warm.non2xx, socketErrors: warm.socketErrors } : null
       }
-      measurements.push({ phase, round, server: def.key, tasks: seed.tasks, endpoint, result })
+      if (plan.sequence && plan.sequence.from + r.requests + connections * threads > plan.sequence.to) {
+        result.poolExhausted = true
+        log(`  ${def.name}: the delete pool ran out (${seed.pool} tasks); raise BENCH_DELETE_POOL`)
+      }
+      measurements.push({ phase, round, server: def.key, seed: seed.name, tasks: seed.tasks, endpoint, result })
       log(
-        `  ${def.name.padEnd(13)} ${endpoint.padEnd(11)} ${String(Math.round(result.rps)).padStart(6)} req/s` +
+        `  ${def.name.padEnd(13)} ${endpoint.padEnd(18)} ${String(Math.round(result.rps)).padStart(6)} req/s` +
           `  p50 ${result.p50Ms.toFixed(2)} ms  p99 ${result.p99Ms.toFixed(2)} ms  non-2xx ${result.non2xx}` +
           `${result.socketErrors ? ` sock-err ${result.socketErrors}` : ""}  cpu ${result.serverCpuS?.toFixed(2)} s` +
           `${pgStore ? `  db cpu ${result.dbCpuS?.toFixed(2)} s` : ""}` +
-          `  loadgen ${result.loadgenCpuS?.toFixed(2)} s  rss ${result.rssMiB?.toFixed(0)} MiB`
+          `  loadgen ${result.loadgenCpuS?.toFixed(2)} s  rss ${result.rssMiB?.toFixed(0)} MiB` +
+          `${!pgStore && WRITES.has(endpoint) ? `  wal ${result.walMiB.toFixed(0)} MiB` : ""}`
       )
     }
   } catch (e) {
@@ -302,65 +405,105 @@ const measureServer = async ({ def, seed, oracle, round, phase, endpoints, conne
 // ---------------------------------------------------------------------------------------------
 // Main
 
-/** The main or the large seed of one store, and the expected answers read from it. */
-const seedStore = async (ctx, tasks, which) => {
-  const { config } = ctx
+/** The repository's commit (the build may hold uncommitted work of the shared tree). */
+const gitHead = () => {
+  const r = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" })
+  return r.status === 0 ? r.stdout.trim() : "unknown"
+}
+
+/** True when Taskwright's schema has an `events` table (its WebSocket feature appends to it). */
+const hasEventsTable = async (ctx, seed) => {
   if (ctx.store === "pg") {
-    log(`seeding ${tasks} tasks into PostgreSQL...`)
-    const database = benchDbName(`seed_${tasks}`)
+    const client = new pg.Client({ connectionString: seed.url })
+    await client.connect()
+    try {
+      const r = await client.query("SELECT to_regclass('events') IS NOT NULL AS found")
+      return r.rows[0].found
+    } finally {
+      await client.end()
+    }
+  }
+  const db = new Database(seed.file, { fileMustExist: true })
+  try {
+    return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").get() !== undefined
+  } finally {
+    db.close()
+  }
+}
+
+/** The plan of Taskwright's list query on a seed (before any copy of it is made). */
+const explainSeed = async (ctx, seed) => {
+  try {
+    return ctx.store === "pg" ? await explainPg(seed.url) : explainSqlite(seed.file)
+  } catch (e) {
+    return { error: e.message }
+  }
+}
+
+/**
+ * One seed of one store (`shape`: tasks, skewed, pool) and the expected answers read from it;
+ * with `explain`, the plan of the list query on it too.
+ */
+const seedStore = async (ctx, shape, { explain = false } = {}) => {
+  const { config } = ctx
+  const name = seedName(shape)
+  const what = `${shape.tasks.toLocaleString("en-US")} tasks${shape.skewed ? " (skewed)" : ""}${shape.pool ? ` + a delete pool of ${shape.pool.toLocaleString("en-US")}` : ""}`
+  let seed
+  if (ctx.store === "pg") {
+    log(`seeding ${what} into PostgreSQL...`)
+    const database = benchDbName(`seed_${name.replace(/-/g, "_")}`)
     const scratch = join(ctx.runDir, `cli-${database}`)
-    const seed = await seedPg({ database, tasks, keySource: config.keySource, scratch, log })
+    seed = await seedPg({ database, ...shape, keySource: config.keySource, scratch, log })
     log(
       `  seeded ${seed.database} (${seed.seconds.toFixed(1)} s, rows in ${seed.loadSeconds.toFixed(1)} s, key: ${seed.keySource})`
     )
-    const oracle = await makePgOracle(seed.url, seed.userId, seed.getIds)
-    if (which === "main")
-      log(`  ${seed.getIds.length} task ids for GET /api/tasks/:id (${oracle.withRuns} with agent runs)`)
-    return { seed, oracle }
+  } else {
+    log(`seeding ${what}...`)
+    seed = seedCached({
+      dataDir: join(WORK, `seed-${name}`),
+      ...shape,
+      schemaSql: config.schemaSql,
+      keySource: config.keySource,
+      log
+    })
+    log(
+      `  ${seed.cached ? "reused" : "seeded"} ${relative(ROOT, seed.file)} (${seed.seconds.toFixed(1)} s, key: ${seed.keySource})`
+    )
   }
-  log(`seeding ${tasks} tasks...`)
-  const seed = seedCached({
-    dataDir: join(WORK, `seed-${tasks}`),
-    tasks,
-    schemaSql: config.schemaSql,
-    keySource: config.keySource,
-    log
-  })
-  const what = `${seed.cached ? "reused" : "seeded"} ${relative(ROOT, seed.file)} (${seed.seconds.toFixed(1)} s`
-  log(`  ${what}${which === "main" ? `, key: ${seed.keySource})` : ")"}`)
-  const oracle = makeOracle(seed.file, seed.userId, seed.getIds)
-  if (which === "main")
-    log(`  ${seed.getIds.length} task ids for GET /api/tasks/:id (${oracle.withRuns} with agent runs)`)
-  return { seed, oracle }
+  seed.name = name
+  const oracle =
+    ctx.store === "pg"
+      ? await makePgOracle(seed.url, seed.userId, seed.getIds)
+      : await makeOracle(seed.file, seed.userId, seed.getIds)
+  const plan = explain ? await explainSeed(ctx, seed) : null
+  return { seed, oracle, plan }
 }
 
-/** The whole bench on one store: seeds, rounds, the large phase, the report. */
+/** The datasets of the list phase: the main size and the large one, uniform and skewed. */
+const largeShapes = (config) => [
+  { tasks: config.tasks, skewed: false },
+  { tasks: config.tasks, skewed: true },
+  { tasks: config.largeTasks, skewed: false },
+  { tasks: config.largeTasks, skewed: true }
+]
+
+const describeShape = (shape) =>
+  `${shape.tasks.toLocaleString("en-US")} ${shape.skewed ? `skewed (newest ${Math.floor(shape.tasks * SKEW_FRACTION).toLocaleString("en-US")} all ${SKEW_STATUS})` : "uniform"}`
+
+/** The whole bench on one store: seeds, rounds, the list at scale, the report. */
 const runStore = async (store, base) => {
   const t0 = performance.now()
   const { config, loadgen } = base
   const ctx = { ...base, store, admin: null }
   const pgStore = store === "pg"
-  const defs = serverDefs(config, store)
-  const active = config.servers
-    .map((k) => defs[k])
-    .filter((d) => {
-      if (!d.available) log(`SKIPPING ${d.name}: ${d.skipReason}`)
-      return d.available
-    })
-  if (active.length === 0) throw new Error("no server to measure")
   const loadStart = os.loadavg()
-  log(
-    `bench${pgStore ? " on PostgreSQL" : ""}: ${active.map((d) => d.name).join(", ")} | ${loadgen.tool} ${loadgen.version} | ${config.connections} connections` +
-      ` | ${config.rounds} rounds × (${config.warmupS} s warm-up + ${config.durationS} s) per endpoint` +
-      `${config.large ? ` | large: ${config.largeTasks} tasks, 1 connection` : ""}`
-  )
+  if (loadStart[0] > 0.7)
+    log(`note: load average is ${loadStart[0].toFixed(2)} before the run; other work will add noise`)
   if (loadgen.tool === "autocannon") {
     log(
       "note: using autocannon; it (Node) shares the 2 cores and can flatten the ratios; wrk is lighter (apt-get install -y wrk)"
     )
   }
-  if (loadStart[0] > 0.7)
-    log(`note: load average is ${loadStart[0].toFixed(2)} before the run; other work will add noise`)
 
   let pgVersion = null
   try {
@@ -372,7 +515,29 @@ const runStore = async (store, base) => {
       ctx.admin = new pg.Client({ connectionString: dbUrl("postgres") })
       await ctx.admin.connect()
     }
-    const { seed, oracle } = await seedStore(ctx, config.tasks, "main")
+    const pool = config.endpoints.includes("delete_task") ? config.deletePool : 0
+    const { seed, oracle } = await seedStore(ctx, { tasks: config.tasks, pool })
+    log(`  ${seed.getIds.length} task ids for GET and PATCH /api/tasks/:id (${oracle.withRuns} with agent runs)`)
+    const taskwrightEvents = await hasEventsTable(ctx, seed)
+    const events = config.events === "on" || (config.events === "auto" && taskwrightEvents)
+    if (events !== taskwrightEvents) {
+      log(
+        `note: the peers ${events ? "append" : "do not append"} events; Taskwright's schema has ${taskwrightEvents ? "an" : "no"} events table`
+      )
+    }
+    const defs = serverDefs(config, store, { events, taskwrightEvents })
+    const active = config.servers
+      .map((k) => defs[k])
+      .filter((d) => {
+        if (!d.available) log(`SKIPPING ${d.name}: ${d.skipReason}`)
+        return d.available
+      })
+    if (active.length === 0) throw new Error("no server to measure")
+    log(
+      `bench${pgStore ? " on PostgreSQL" : ""}: ${active.map((d) => d.name).join(", ")} | ${loadgen.tool} ${loadgen.version} | ${config.connections} connections` +
+        ` | ${config.rounds} rounds × ${config.endpoints.length} endpoints × (${config.warmupS} s warm-up + ${config.durationS} s)` +
+        `${config.large ? ` | list at scale: ${config.tasks} and ${config.largeTasks} tasks, uniform and skewed, 1 connection` : ""}`
+    )
 
     const records = []
     const measurements = []
@@ -389,6 +554,7 @@ const runStore = async (store, base) => {
           connections: config.connections,
           durationS: config.durationS,
           warmupS: config.warmupS,
+          checkLevel: "full",
           ctx
         })
         records.push(r.record)
@@ -396,28 +562,26 @@ const runStore = async (store, base) => {
       }
     }
 
-    let largeSeed = null
+    const datasets = []
     if (config.large) {
-      const large = await seedStore(ctx, config.largeTasks, "large")
-      largeSeed = large.seed
-      const largeOracle = large.oracle
+      for (const shape of largeShapes(config)) {
+        datasets.push({ shape, label: describeShape(shape), ...(await seedStore(ctx, shape, { explain: true })) })
+      }
       for (let round = 1; round <= config.rounds; round++) {
-        for (const [s, o] of [
-          [seed, oracle],
-          [largeSeed, largeOracle]
-        ]) {
-          log(`large round ${round}/${config.rounds}: GET /api/tasks at ${s.tasks} tasks, 1 connection`)
+        for (const d of datasets) {
+          log(`list round ${round}/${config.rounds}: ${d.label}, 1 connection`)
           for (const def of active) {
             const r = await measureServer({
               def,
-              seed: s,
-              oracle: o,
+              seed: d.seed,
+              oracle: d.oracle,
               round,
               phase: "large",
               endpoints: ["list_tasks"],
               connections: 1,
               durationS: config.largeDurationS,
               warmupS: config.largeWarmupS,
+              checkLevel: "list",
               ctx
             })
             records.push(r.record)
@@ -431,7 +595,7 @@ const runStore = async (store, base) => {
     // Report
 
     const keys = active.map((d) => d.key)
-    const main = summarise(measurements, keys, { phase: "main", tasks: seed.tasks, endpoints: config.endpoints })
+    const main = summarise(measurements, keys, { phase: "main", seed: seed.name, endpoints: config.endpoints })
     const checkFailed = {}
     const largeCheckFailed = {}
     for (const r of records) {
@@ -451,46 +615,57 @@ const runStore = async (store, base) => {
           }))
       ])
     )
-    let large = null
-    if (largeSeed) {
-      large = {
-        small: summarise(measurements, keys, { phase: "large", tasks: seed.tasks, endpoints: ["list_tasks"] })
-          .list_tasks,
-        large: summarise(measurements, keys, { phase: "large", tasks: largeSeed.tasks, endpoints: ["list_tasks"] })
-          .list_tasks
-      }
-    }
+    const large = datasets.map((d) => ({
+      label: d.label,
+      seed: d.seed.name,
+      tasks: d.shape.tasks,
+      skewed: d.shape.skewed,
+      plan: d.plan,
+      list: summarise(measurements, keys, { phase: "large", seed: d.seed.name, endpoints: ["list_tasks"] }).list_tasks
+    }))
+    // Did Taskwright run the statement the plans are of? (PostgreSQL: seen in pg_stat_activity.)
+    const seenStatements = [...new Set(records.filter((r) => r.statements).flatMap((r) => r.statements))]
+    const seenList = seenStatements.filter((t) => /from\s+tasks/i.test(t) && /order\s+by/i.test(t) && /limit/i.test(t))
 
     const when = new Date().toISOString()
     const cpu = os.cpus()
     const md = []
-    md.push(`## Taskwright bench${pgStore ? " on PostgreSQL" : ""} — ${when}`)
+    md.push(`## Taskwright bench on ${STORE_NAMES[store]} — ${when}`)
     md.push("")
     md.push(
       `${cpu.length} × ${cpu[0]?.model ?? "cpu"}, Node ${process.version}, ${loadgen.tool} ${loadgen.version}` +
         ` (${config.threads} thread${config.threads > 1 ? "s" : ""}), ${config.connections} connections,` +
-        ` ${config.rounds} rounds of ${config.warmupS} s warm-up + ${config.durationS} s per endpoint,` +
-        ` ${seed.tasks.toLocaleString("en-US")} tasks${config.pin ? ", server pinned to CPU 0, load generator to CPU 1" : ""}.`
+        ` ${config.rounds} rounds of ${config.warmupS} s warm-up + ${config.durationS} s per endpoint;` +
+        ` ${seed.tasks.toLocaleString("en-US")} tasks${seed.pool ? ` (+ ${seed.pool.toLocaleString("en-US")} of another user at the lowest ids, deleted one per DELETE)` : ""}` +
+        `${config.pin ? "; server pinned to CPU 0, load generator to CPU 1" : ""}.`
     )
-    if (pgStore) {
+    if (keys.includes("A")) {
+      md.push("")
       md.push(
-        `Rounds alternate ${keys.join(" ")} ${keys.join(" ")}…; each server start gets a fresh copy of the same seeded database` +
-          ` (\`CREATE DATABASE … TEMPLATE\`) on PostgreSQL ${pgVersion} at 127.0.0.1, and every server a \`pg\` pool of ${PG_POOL_MAX}` +
-          " connections running named prepared statements." +
-          " Ratios are req/s over Fastify's (C) and the floor's (B) in the same round; the mean row's ratio is the mean of the rounds' ratios." +
-          " **Server CPU** is the Node process's; **DB CPU** is the PostgreSQL backends' serving its database (it shares the same 2 cores)."
+        `Taskwright: build \`${ctx.build}\` of \`packages/cli/dist/main.js\`, working tree at commit \`${gitHead()}\`.`
       )
-      if (keys.includes("A") && config.aEnv.TASKWRIGHT_RATE_LIMIT_STORE === undefined) {
-        md.push(
-          "\nTaskwright runs with its PostgreSQL defaults, so its rate-limit counters live in the database" +
-            " (`TASKWRIGHT_RATE_LIMIT_STORE=database`, shared by every process): writes on the request path that B and C do not have;" +
-            " `BENCH_A_ENV=TASKWRIGHT_RATE_LIMIT_STORE=memory` measures it with in-process counters as on SQLite."
-        )
-      }
-    } else {
+    }
+    md.push("")
+    md.push(
+      `Rounds alternate ${keys.join(" ")} ${keys.join(" ")}…; each server start gets a fresh copy of the same seed` +
+        (pgStore
+          ? ` (\`CREATE DATABASE … TEMPLATE\`) on PostgreSQL ${pgVersion} at 127.0.0.1, and every server a \`pg\` pool of ${PG_POOL_MAX} connections running named prepared statements.`
+          : ".") +
+        " Ratios are Taskwright's req/s over Fastify's (C) and the floor's (B) in the same round; the mean is the mean of the rounds' ratios, with their range in brackets." +
+        (pgStore
+          ? " **CPU µs/req** is the Node process's; **DB** is the PostgreSQL backends' serving its database (on the same 2 cores)."
+          : " **WAL MiB** is the write-ahead log's size after the run (a statement left unfinished keeps SQLite from checkpointing).")
+    )
+    md.push("")
+    md.push(
+      `The peers ${events ? "append one row to `events` in the transaction of every change" : "append no events"}` +
+        `; Taskwright's schema has ${taskwrightEvents ? "an" : "no"} \`events\` table${events === taskwrightEvents ? "" : " (**not the same work**)"}.`
+    )
+    if (pgStore && keys.includes("A") && config.aEnv.TASKWRIGHT_RATE_LIMIT_STORE === undefined) {
       md.push(
-        `Rounds alternate ${keys.join(" ")} ${keys.join(" ")}…; each server start gets a fresh copy of the same seeded file.` +
-          " Ratios are req/s over Fastify's (C) and the floor's (B) in the same round; the mean row's ratio is the mean of the rounds' ratios."
+        "\nTaskwright runs with its PostgreSQL defaults, so its rate-limit counters live in the database" +
+          " (`TASKWRIGHT_RATE_LIMIT_STORE=database`, shared by every process): writes on the request path that B and C do not have;" +
+          " `BENCH_A_ENV=TASKWRIGHT_RATE_LIMIT_STORE=memory` measures it with in-process counters as on SQLite."
       )
     }
     for (const d of Object.values(defs))
@@ -499,51 +674,61 @@ const runStore = async (store, base) => {
       md.push(
         `\n**⚠ Check failed for ${Object.keys(checkFailed)
           .map((k) => NAMES[k])
-          .join(", ")}**: its figures are not comparable (see \`check\` in the JSON).`
+          .join(", ")}**: its figures are not comparable (see \`check\` in the JSON and the first failures below).`
       )
+      for (const r of records.filter((r) => r.phase === "main" && r.check && !r.check.ok && r.round === 1)) {
+        for (const f of r.check.failures.slice(0, 5)) md.push(`- ${NAMES[r.server]}: ${f.what}: ${f.why}`)
+      }
     }
     const orderNotes = {}
     for (const r of records) if (r.check?.orderWarnings > 0) orderNotes[r.server] ??= r.check.warnings[0]
     for (const [k, w] of Object.entries(orderNotes)) {
       md.push(`\nNote: ${NAMES[k]} answers the right values with the keys in another order (${w.what}: ${w.why}).`)
     }
-    const tableOpts = { db: pgStore }
+    const exhausted = measurements.filter((m) => m.result.poolExhausted)
+    if (exhausted.length > 0) {
+      md.push(`\n**⚠ The delete pool ran out** in ${exhausted.length} run(s): raise \`BENCH_DELETE_POOL\`.`)
+    }
+    const tableOpts = { db: pgStore, wal: !pgStore }
+    md.push("")
+    md.push("### Summary")
+    md.push("")
+    md.push(summaryTable(main, NAMES, checkFailed, tableOpts))
+    md.push("")
+    md.push("### Every round")
     md.push("")
     md.push(throughputTables(main, NAMES, checkFailed, tableOpts))
     md.push("")
     md.push("### Start-up (spawn → first 200 from /api/health) and idle RSS")
     md.push("")
     md.push(startupTable(starts, NAMES))
-    if (large) {
+    if (large.length > 0) {
+      md.push("")
+      md.push(`### The list at scale: \`GET ${ENDPOINTS.list_tasks.label.slice(4)}\`, one client`)
       md.push("")
       md.push(
-        `### GET /api/tasks?status=todo&limit=50&offset=0, single client (1 connection), ${seed.tasks.toLocaleString("en-US")} vs ${largeSeed.tasks.toLocaleString("en-US")} tasks`
+        `Skewed: the newest ${Math.round(SKEW_FRACTION * 100)}% of the tasks all have the status \`${SKEW_STATUS}\`, and the list asks for \`todo\`,` +
+          " so a plan that walks the newest tasks first and filters must pass them all. With one connection p99 is mostly" +
+          " scheduling noise on a busy machine; p50 and CPU µs/req show the query's growth best."
       )
       md.push("")
-      md.push(
-        largeTable(
-          large.small,
-          large.large,
-          NAMES,
-          {
-            small: seed.tasks.toLocaleString("en-US"),
-            large: largeSeed.tasks.toLocaleString("en-US")
-          },
-          largeCheckFailed,
-          tableOpts
-        )
-      )
+      md.push(largeTable(large, NAMES, largeCheckFailed, tableOpts))
       if (Object.keys(largeCheckFailed).length > 0) {
         md.push(`\n⚠ marks a server whose check failed in this phase (see \`check\` in the JSON).`)
       }
-    }
-    const builds = [...new Set(records.filter((r) => r.server === "A").map((r) => r.build ?? "missing"))]
-    if (builds.length > 1) {
       md.push("")
-      md.push(
-        `**⚠ Taskwright was rebuilt during the run** (builds ${builds.join(", ")}): its rounds measured different code.` +
-          " Run the bench when no build is going on."
-      )
+      md.push(explainBlocks(large, { pg: pgStore, listSql: LIST_SQL }))
+      if (pgStore && keys.includes("A")) {
+        const matches = seenList.some((t) => sameStatement(t, LIST_SQL))
+        md.push("")
+        md.push(
+          seenList.length === 0
+            ? "Taskwright's list statement was not seen in `pg_stat_activity` during the list phase: the plans above are of the bench's copy."
+            : matches
+              ? "Taskwright was seen running this very statement during the list phase (`pg_stat_activity`)."
+              : `**Taskwright's list statement differs from the bench's copy** (update \`LIST_SQL\` in \`bench/lib/explain.mjs\` and the peers): it ran\n\n\`\`\`sql\n${seenList.join("\n")}\n\`\`\``
+        )
+      }
     }
     const problems = records.filter((r) => r.error || (r.stop && !r.stop.clean))
     if (problems.length > 0) {
@@ -552,7 +737,7 @@ const runStore = async (store, base) => {
       md.push("")
       for (const r of problems) {
         const what = r.error ?? `unclean shutdown ${JSON.stringify(r.stop)}`
-        md.push(`- ${NAMES[r.server]}, ${r.phase} round ${r.round} (${r.tasks} tasks): ${what} (log: ${r.logFile})`)
+        md.push(`- ${NAMES[r.server]}, ${r.phase} round ${r.round} (${r.seed}): ${what} (log: ${r.logFile})`)
       }
     }
     const elapsedS = (performance.now() - t0) / 1000
@@ -564,7 +749,7 @@ const runStore = async (store, base) => {
 
     const publicSeed = (s) => {
       if (!s) return null
-      const { secret, getIds, file, dataDir, url, ...rest } = s
+      const { secret, poolSecret, sessionToken, getIds, file, dataDir, url, ...rest } = s
       return {
         ...rest,
         ...(file ? { file: relative(ROOT, file) } : {}),
@@ -577,6 +762,7 @@ const runStore = async (store, base) => {
       generatedAt: when,
       elapsedS,
       config: { ...config, aEnv: Object.keys(config.aEnv) },
+      events: { peers: events, taskwrightTable: taskwrightEvents },
       machine: {
         cpus: cpu.length,
         cpuModel: cpu[0]?.model,
@@ -586,15 +772,21 @@ const runStore = async (store, base) => {
         loadavgBefore: loadStart,
         loadavgAfter: os.loadavg()
       },
+      taskwright: { build: ctx.build, commit: gitHead() },
       ...(pgStore ? { postgres: { version: pgVersion, server: PG_BASE_URL, poolMax: PG_POOL_MAX } } : {}),
       loadgen,
-      seed: { main: { ...publicSeed(seed), getIdsWithRuns: oracle.withRuns }, large: publicSeed(largeSeed) },
+      seed: {
+        main: { ...publicSeed(seed), getIdsWithRuns: oracle.withRuns },
+        large: datasets.map((d) => publicSeed(d.seed))
+      },
       servers: Object.fromEntries(
         Object.values(defs).map((d) => [
           d.key,
           { name: d.name, measured: keys.includes(d.key), skipReason: d.available ? null : d.skipReason }
         ])
       ),
+      listSql: LIST_SQL,
+      taskwrightStatementsSeen: seenStatements,
       summary: { main, large, startup: starts },
       runs: records,
       measurements,
@@ -605,6 +797,45 @@ const runStore = async (store, base) => {
     if (ctx.admin) await ctx.admin.end().catch(() => {})
     if (pgStore) for (const f of await dropCreated()) log(`could not drop ${f}`)
   }
+}
+
+/** The build's bytes once they have stayed the same for a second (a rebuild may be writing them), or null at `deadline`. */
+const settledBuild = async (deadline) => {
+  let last = null
+  while (performance.now() < deadline) {
+    const now = existsSync(BUILT_CLI) ? readFileSync(BUILT_CLI) : null
+    if (now !== null && last !== null && now.equals(last)) return now
+    last = now
+    await sleep(1000)
+  }
+  return null
+}
+
+/**
+ * Copies Taskwright's built CLI (its bundle and chunks; its dependencies resolve from the repository's
+ * node_modules as before) to bench/.work/build-<hash>/ and runs that copy from now on. When the
+ * build is missing (someone is rebuilding), waits up to BENCH_BUILD_WAIT seconds (120) for it.
+ * Answers the build's hash, or null when there is no build.
+ */
+const snapshotBuild = async () => {
+  const waitS = num("BENCH_BUILD_WAIT", 120)
+  if (!existsSync(BUILT_CLI)) {
+    if (waitS === 0) return null
+    log(`${relative(ROOT, BUILT_CLI)} is missing (a rebuild?): waiting up to ${waitS} s for it`)
+  }
+  const bundle = await settledBuild(performance.now() + Math.max(waitS, 2) * 1000)
+  if (bundle === null) return null
+  const hash = sha256Hex(bundle).slice(0, 12)
+  const dir = join(WORK, `build-${hash}`)
+  mkdirSync(dir, { recursive: true })
+  // The bundle's chunks (the PostgreSQL store is loaded lazily) are named by content, so the
+  // bundle's hash covers them; the viewer and source maps are not needed to serve.
+  for (const entry of readdirSync(dirname(BUILT_CLI))) {
+    if (entry.endsWith(".js") && entry !== "main.js") copyFileSync(join(dirname(BUILT_CLI), entry), join(dir, entry))
+  }
+  writeFileSync(join(dir, "main.js"), bundle)
+  useCli(join(dir, "main.js"))
+  return hash
 }
 
 /** Set once SIGINT/SIGTERM arrived: the stop in progress (it ends the process). */
@@ -645,12 +876,15 @@ const main = async () => {
   process.on("SIGINT", () => interrupt("SIGINT"))
   process.on("SIGTERM", () => interrupt("SIGTERM"))
 
+  // Taskwright as built now, copied: a rebuild by someone else during the run changes nothing here.
+  const build = await snapshotBuild()
+  if (build) log(`Taskwright: ${relative(ROOT, BUILT_CLI)} (build ${build}), run from a private copy`)
   try {
     const outputs = []
     for (const store of config.stores) {
       if (config.stores.length > 1) log(`\n=== ${STORE_NAMES[store]} ===`)
       try {
-        outputs.push({ store, ...(await runStore(store, { config, loadgen, scriptDir, runDir })) })
+        outputs.push({ store, ...(await runStore(store, { config, loadgen, scriptDir, runDir, build })) })
       } catch (e) {
         if (config.stores.length === 1 || interrupted) throw e
         log(`bench on ${STORE_NAMES[store]} failed: ${e?.message ?? e}`)

@@ -11,7 +11,7 @@
  * moved past the seeded ids, and the database vacuumed and analysed. 100,000 tasks take about
  * 4 s, 1,000,000 about 25 s on a quiet machine (the rows go in at about 50,000 a second).
  *
- *   node bench/seed-pg.mjs --database twbench_manual [--tasks 100000]
+ *   node bench/seed-pg.mjs --database twbench_manual [--tasks 100000] [--skewed 1] [--pool 0]
  *
  * The command keeps the database (for profiling) and writes its details, with the secret, to
  * `bench/.work/<database>.json`; drop it with `psql -h 127.0.0.1 -U postgres -c 'DROP DATABASE <database>'`.
@@ -24,22 +24,21 @@ import { fileURLToPath } from "node:url"
 import pg from "pg"
 import { assertLoopback, createDatabase, dbUrl, dropCreated, numberTypes, serverVersion } from "./lib/pg.mjs"
 import {
-  BENCH_SCOPES,
-  BENCH_USER_EMAIL,
   BENCH_USER_ID,
   CLI,
   COLUMNS,
   cliEnv,
-  GET_ID_COUNT,
   generate,
+  mintKeys,
   parseArgs,
   ROOT,
-  SEED_VERSION
+  SEED_VERSION,
+  seedShape
 } from "./seed.mjs"
 
 /** Rows per INSERT of the big tables. */
 const BATCH = 5000
-const ORDER = ["users", "api_keys", "projects", "labels", "tasks", "runs"]
+const ORDER = ["users", "api_keys", "sessions", "projects", "labels", "tasks", "runs"]
 const BIGINT = { tasks: new Set(["id"]), runs: new Set(["task_id"]) }
 /** Columns the generator does not produce and that have no default. */
 const CONSTANTS = { runs: { autonomy: "'workspace-write'" } }
@@ -55,6 +54,12 @@ const insertText = (table) => {
 
 /** Runs the Taskwright CLI against the database; answers its stdout or throws. */
 const cli = (url, args, dataDir) => {
+  const out = tryCli(url, args, dataDir)
+  if (typeof out !== "string") throw new Error(out.error)
+  return out
+}
+/** The CLI's stdout, or `{ error }`. */
+const tryCli = (url, args, dataDir) => {
   const r = spawnSync(process.execPath, [CLI, ...args, "--data-dir", dataDir], {
     cwd: ROOT,
     env: { ...cliEnv(), DATABASE_URL: url },
@@ -62,9 +67,9 @@ const cli = (url, args, dataDir) => {
     timeout: 120_000
   })
   if (r.status !== 0) {
-    throw new Error(
-      `taskwright ${args[0]} ${args[1] ?? ""} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ""}):\n${r.stdout}\n${r.stderr}`
-    )
+    return {
+      error: `taskwright ${args[0]} ${args[1] ?? ""} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ""}):\n${r.stdout}\n${r.stderr}`
+    }
   }
   return r.stdout
 }
@@ -78,6 +83,8 @@ const cli = (url, args, dataDir) => {
 export const seedPg = async ({
   database,
   tasks = 100_000,
+  skewed = false,
+  pool = 0,
   keySource = "auto",
   scratch = join(ROOT, "bench/.work", `cli-${database}`),
   log = console.error
@@ -130,7 +137,7 @@ export const seedPg = async ({
         inflight = queries.reduce((p, q) => p.then(() => client.query(q)), Promise.resolve())
         inflight.catch(() => {}) // awaited at the next flush; not an unhandled rejection meanwhile
       }
-      const rows = generate(tasks)
+      const rows = generate(tasks, { skewed, pool })
       let r = rows.next()
       for (; !r.done; r = rows.next()) {
         const [table, row] = r.value
@@ -154,15 +161,18 @@ export const seedPg = async ({
     }
     const loadS = (performance.now() - t0) / 1000
 
-    let secret = info.generatedSecret
-    let usedKeySource = "generated"
-    if (keySource !== "generated") {
-      const args = ["keys", "create", "--user", BENCH_USER_EMAIL, "--name", "bench", "--scopes", BENCH_SCOPES, "--json"]
-      const minted = /twk_[0-9A-Za-z]{20,}/.exec(cli(url, args, scratch))?.[0]
-      if (!minted) throw new Error("`taskwright keys create` printed no key")
-      secret = minted
-      usedKeySource = "taskwright keys create"
-    }
+    const keys = mintKeys({
+      keySource,
+      generated: { secret: info.generatedSecret, poolSecret: info.generatedPoolSecret },
+      cli: (args) => {
+        const out = tryCli(url, args, scratch)
+        if (typeof out === "string") return out
+        log(out.error)
+        return null
+      },
+      log,
+      pool
+    })
 
     const check = new pg.Client({ connectionString: url, types: numberTypes })
     await check.connect()
@@ -188,12 +198,15 @@ export const seedPg = async ({
       store: "pg",
       seedVersion: SEED_VERSION,
       tasks,
+      skewed,
+      pool,
+      poolFirstId: 1,
       runs: info.runCount,
       tasksWithRuns: info.withRuns,
       benchUserTodo: todo,
       schema: "taskwright migrate",
-      keySource: usedKeySource,
-      secret,
+      ...keys,
+      sessionToken: info.sessionToken,
       userId: BENCH_USER_ID,
       getIds: info.getIds,
       database,
@@ -222,13 +235,11 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   }
   try {
     const args = parseArgs(process.argv.slice(2))
-    const tasks = Number(args.tasks ?? 100_000)
-    if (!Number.isInteger(tasks) || tasks < GET_ID_COUNT)
-      throw new Error(`--tasks must be an integer >= ${GET_ID_COUNT}`)
-    if (!args.database) throw new Error("usage: seed-pg.mjs --database twbench_<name> [--tasks N]")
+    if (!args.database)
+      throw new Error("usage: seed-pg.mjs --database twbench_<name> [--tasks N] [--skewed 1] [--pool N]")
     const info = await seedPg({
       database: args.database,
-      tasks,
+      ...seedShape(args),
       keySource: args["key-source"] ?? process.env.BENCH_KEY_SOURCE ?? "auto"
     })
     const infoFile = join(ROOT, "bench/.work", `${args.database}.json`)

@@ -6,12 +6,12 @@
  * `packages/cli/dist/main.js` exists. Before it exists (development of the bench only) the DDL can
  * come from a scratch file outside the repository: `--schema-sql <file>` or `BENCH_SCHEMA_SQL`.
  *
- * The data is deterministic (a seeded PRNG): the same `--tasks` gives the same rows, the same
- * API key secret and the same list of task ids for `GET /api/tasks/:id`.
+ * The data is deterministic (a seeded PRNG): the same `--tasks`, `--skewed` and `--pool` give the
+ * same rows, the same credentials and the same task ids for the rotating endpoints.
  *
- *   node bench/seed.mjs --data-dir bench/.work/seed-100000 [--tasks 100000] [--schema-sql FILE]
+ *   node bench/seed.mjs [--data-dir DIR] [--tasks 100000] [--skewed 1] [--pool 0] [--schema-sql FILE]
  *
- * Writes `<dir>/taskwright.db` and `<dir>/bench-seed.json` (secret, user id, task ids).
+ * Writes `<dir>/taskwright.db` and `<dir>/bench-seed.json` (secrets, user id, task ids).
  */
 import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -19,21 +19,40 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, write
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import Database from "better-sqlite3"
+import { apiKeyChecksum } from "./servers/shared.mjs"
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
-export const CLI = join(ROOT, "packages/cli/dist/main.js")
+/** Where `npm run build` puts Taskwright's CLI (one bundle). */
+export const BUILT_CLI = join(ROOT, "packages/cli/dist/main.js")
+/**
+ * The CLI the bench runs: the build itself, or the runner's private copy of it (`useCli`), so
+ * that a rebuild by someone else during a run neither removes it nor changes it between rounds.
+ */
+export let CLI = BUILT_CLI
+export const useCli = (file) => {
+  CLI = file
+}
 /** Bumped whenever the generated data changes, so a cached seed is rebuilt. */
-export const SEED_VERSION = 3
+export const SEED_VERSION = 4
 
 // Ids follow DECISIONS.md: prefix + exactly 16 base62 characters.
 export const BENCH_USER_ID = "usr_bench00000000000"
 export const BENCH_USER_EMAIL = "bench@example.com"
 export const OTHER_USER_ID = "usr_other00000000000"
-export const BENCH_PROJECT_ID = "proj_bench0000000000"
+export const BENCH_PROJECT_ID = "proj_bench00000000000"
 export const BENCH_KEY_ID = "key_bench00000000000"
 export const BENCH_SCOPES = "tasks:read,tasks:write"
-/** How many task ids `GET /api/tasks/:id` rotates over. */
+/** The owner of the delete pool: tasks that exist only to be deleted, one per `DELETE` request. */
+export const POOL_USER_ID = "usr_pool000000000000"
+export const POOL_USER_EMAIL = "pool@example.com"
+export const POOL_KEY_ID = "key_pool000000000000"
+export const BENCH_SESSION_ID = "ses_bench00000000000"
+/** How many task ids `GET /api/tasks/:id` (and `PATCH`) rotate over. */
 export const GET_ID_COUNT = 1000
+/** Skewed seeds: the newest tenth of the tasks all have this status (an import, say). */
+export const SKEW_STATUS = "backlog"
+/** The fraction of the newest tasks a skewed seed gives `SKEW_STATUS`: 100,000 of 1,000,000. */
+export const SKEW_FRACTION = 0.1
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 const STATUSES = [
@@ -96,6 +115,12 @@ const base62 = (rand, n) => {
   for (let i = 0; i < n; i++) s += BASE62[Math.floor(rand() * 62)]
   return s
 }
+/** An API key secret in Taskwright's format: `twk_` + 43 base62 + the 6-character checksum. */
+const apiKeySecret = (rand) => {
+  const head = `twk_${base62(rand, 43)}`
+  return head + apiKeyChecksum(head)
+}
+const BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 const words = (rand, min, max) => {
   const n = min + Math.floor(rand() * (max - min + 1))
   const out = []
@@ -150,29 +175,13 @@ const createSchema = (dataDir, file, schemaSql, log) => {
   return `scratch DDL ${schemaSql}`
 }
 
-/**
- * Asks Taskwright's CLI for an API key for the bench user, so the secret carries whatever
- * checksum Taskwright expects. Answers null when the CLI is missing or the call fails.
- */
-const mintKeyWithCli = (dataDir, log) => {
-  if (!existsSync(CLI)) return null
-  const args = [CLI, "keys", "create", "--user", BENCH_USER_EMAIL, "--name", "bench"]
-  args.push("--scopes", BENCH_SCOPES, "--json", "--data-dir", dataDir)
-  const r = spawnSync(process.execPath, args, { cwd: ROOT, env: cliEnv(), encoding: "utf8", timeout: 60_000 })
-  const m = r.status === 0 ? /twk_[0-9A-Za-z]{20,}/.exec(r.stdout) : null
-  if (!m) {
-    log(`warning: \`taskwright keys create\` failed (exit ${r.status}); using the generated key.\n${r.stderr}`.trim())
-    return null
-  }
-  return m[0]
-}
-
 /** The columns of the rows `generate` yields, per table (the others keep their defaults). */
 export const COLUMNS = {
   users: ["id", "email", "email_lower", "name", "created_at", "updated_at"],
   api_keys: ["id", "user_id", "name", "secret_hash", "prefix", "scopes", "created_at"],
   projects: ["id", "owner_id", "name", "path", "created_at", "updated_at"],
   labels: ["id", "owner_id", "name", "name_lower", "color", "created_at"],
+  sessions: ["id", "user_id", "token_hash", "created_at", "expires_at"],
   tasks: [
     "id",
     "owner_id",
@@ -191,13 +200,28 @@ export const COLUMNS = {
 /**
  * Generates the bench data, deterministically: yields `[table, row]` for every row, the row an
  * array in the column order of `COLUMNS`. The SQLite and the PostgreSQL seeds both use it, so the
- * two stores hold the same rows. It returns the generated API key's secret, the ids
- * `GET /api/tasks/:id` rotates over and a few counts.
+ * two stores hold the same rows.
+ *
+ * - `pool` tasks of another user (`POOL_USER_ID`) come first, with the lowest ids: the delete
+ *   pool, one task per `DELETE` request. They sit below every other task, so no list of the bench
+ *   user ever walks over them, and they carry no runs or labels.
+ * - then `tasks` tasks: nine in ten the bench user's, one in ten another user's (so the list
+ *   query really filters on the owner), spread over the statuses and priorities; with `skewed`,
+ *   the newest tenth all have the status `SKEW_STATUS`. About one in eight has agent runs.
+ * - the bench user's session (the `service_session` cookie; only its SHA-256 is stored) and an
+ *   API key for the bench user and for the pool's owner (generated; the runner mints its own with
+ *   `taskwright keys create` when the CLI exists).
+ *
+ * It returns the generated secrets, the session token, the ids the rotating endpoints use and a
+ * few counts.
  */
-export function* generate(tasks) {
+export function* generate(tasks, { skewed = false, pool = 0 } = {}) {
   const rand = prng(`taskwright-bench-v${SEED_VERSION}`)
   const keyRand = prng(`taskwright-bench-key-v${SEED_VERSION}`)
-  const generatedSecret = `twk_${base62(keyRand, 49)}`
+  const generatedSecret = apiKeySecret(keyRand)
+  const generatedPoolSecret = apiKeySecret(keyRand)
+  let sessionToken = ""
+  for (let i = 0; i < 43; i++) sessionToken += BASE64URL[Math.floor(keyRand() * 64)]
   const createdBase = Date.UTC(2025, 0, 1)
   const stamp = (ms) => new Date(ms).toISOString()
   const now = stamp(createdBase)
@@ -207,13 +231,29 @@ export function* generate(tasks) {
   let nextPick = 1
   let runCount = 0
   let withRuns = 0
+  const skewFrom = skewed ? tasks - Math.floor(tasks * SKEW_FRACTION) + 1 : Number.POSITIVE_INFINITY
 
   yield ["users", [BENCH_USER_ID, BENCH_USER_EMAIL, BENCH_USER_EMAIL, "Bench User", now, now]]
   yield ["users", [OTHER_USER_ID, "other@example.com", "other@example.com", "Other User", now, now]]
+  yield ["users", [POOL_USER_ID, POOL_USER_EMAIL, POOL_USER_EMAIL, "Pool User", now, now]]
   yield [
     "api_keys",
-    [BENCH_KEY_ID, BENCH_USER_ID, "bench", sha256Hex(generatedSecret), generatedSecret.slice(0, 12), BENCH_SCOPES, now]
+    [BENCH_KEY_ID, BENCH_USER_ID, "bench", sha256Hex(generatedSecret), generatedSecret.slice(0, 10), BENCH_SCOPES, now]
   ]
+  yield [
+    "api_keys",
+    [
+      POOL_KEY_ID,
+      POOL_USER_ID,
+      "bench-pool",
+      sha256Hex(generatedPoolSecret),
+      generatedPoolSecret.slice(0, 10),
+      BENCH_SCOPES,
+      now
+    ]
+  ]
+  // The session expires long after any run (Taskwright's last 7 days from login).
+  yield ["sessions", [BENCH_SESSION_ID, BENCH_USER_ID, sha256Hex(sessionToken), now, "2099-01-01T00:00:00.000Z"]]
   yield ["projects", [BENCH_PROJECT_ID, BENCH_USER_ID, "bench", "/tmp/taskwright-bench-project", now, now]]
   let n = 0
   for (const owner of [BENCH_USER_ID, OTHER_USER_ID]) {
@@ -223,21 +263,28 @@ export function* generate(tasks) {
     }
   }
 
-  for (let id = 1; id <= tasks; id++) {
+  const poolStamp = stamp(createdBase - 86_400_000)
+  for (let id = 1; id <= pool; id++) {
+    yield ["tasks", [id, POOL_USER_ID, null, `Pool task ${id}`, "", "done", "low", "[]", poolStamp, poolStamp]]
+  }
+
+  for (let i = 1; i <= tasks; i++) {
+    const id = pool + i
     // One task in ten belongs to another user: the list query has to filter on the owner.
-    const owner = id % 10 === 0 ? OTHER_USER_ID : BENCH_USER_ID
+    const owner = i % 10 === 0 ? OTHER_USER_ID : BENCH_USER_ID
     const projectId = owner === BENCH_USER_ID && rand() < 0.5 ? BENCH_PROJECT_ID : null
-    const title = `Task ${id}: ${words(rand, 3, 8)}`
+    const title = `Task ${i}: ${words(rand, 3, 8)}`
     const description = rand() < 0.2 ? "" : words(rand, 5, 40)
-    const status = weighted(rand, STATUSES)
+    const drawn = weighted(rand, STATUSES)
+    const status = i >= skewFrom ? SKEW_STATUS : drawn
     const priority = weighted(rand, PRIORITIES)
     const nLabels = Math.floor(rand() * 4)
     const labels = []
-    for (let i = 0; i < nLabels; i++) {
+    for (let k = 0; k < nLabels; k++) {
       const l = pick(rand, LABELS)
       if (!labels.includes(l)) labels.push(l)
     }
-    const createdMs = createdBase + id * 60_000
+    const createdMs = createdBase + i * 60_000
     const updatedMs = createdMs + Math.floor(rand() * 3 * 86_400_000)
     yield [
       "tasks",
@@ -283,19 +330,54 @@ export function* generate(tasks) {
         runCount++
       }
     }
-    if (owner === BENCH_USER_ID && id >= nextPick && getIds.length < GET_ID_COUNT) {
+    if (owner === BENCH_USER_ID && i >= nextPick && getIds.length < GET_ID_COUNT) {
       getIds.push(id)
-      nextPick = id + step
+      nextPick = i + step
     }
   }
-  return { generatedSecret, getIds, runCount, withRuns }
+  return { generatedSecret, generatedPoolSecret, sessionToken, getIds, runCount, withRuns }
+}
+
+/** What a seed is: its size, whether it is skewed, and its delete pool. */
+export const seedName = ({ tasks, skewed = false, pool = 0 }) =>
+  `${tasks}${skewed ? "-skewed" : ""}${pool > 0 ? `-pool${pool}` : ""}`
+
+/**
+ * Mints the API keys the bench uses with `taskwright keys create` (so the secrets carry whatever
+ * format and checksum Taskwright expects), or keeps the generated ones. `cli` takes the CLI's
+ * arguments and answers its stdout (or null when it failed).
+ */
+export const mintKeys = ({ keySource, generated, cli, log, pool }) => {
+  const keys = { secret: generated.secret, poolSecret: generated.poolSecret, keySource: "generated" }
+  if (keySource === "generated") return keys
+  const mint = (email) => {
+    const out = cli(["keys", "create", "--user", email, "--name", "bench", "--scopes", BENCH_SCOPES, "--json"])
+    return out === null ? undefined : /twk_[0-9A-Za-z]{20,}/.exec(out)?.[0]
+  }
+  const secret = mint(BENCH_USER_EMAIL)
+  const poolSecret = pool > 0 ? mint(POOL_USER_EMAIL) : generated.poolSecret
+  if (secret === undefined || poolSecret === undefined) {
+    if (keySource === "cli") throw new Error("BENCH_KEY_SOURCE=cli but `taskwright keys create` did not give a key")
+    log("warning: `taskwright keys create` failed; using the generated keys")
+    return keys
+  }
+  return { secret, poolSecret, keySource: "taskwright keys create" }
 }
 
 /**
- * Seeds `<dataDir>/taskwright.db` from scratch. Returns what the runner needs.
- * `keySource`: "auto" (CLI-minted when the CLI exists, else generated), "cli" or "generated".
+ * Seeds `<dataDir>/taskwright.db` from scratch (see `generate` for what it holds). Returns what
+ * the runner needs. `keySource`: "auto" (CLI-minted when the CLI exists, else generated), "cli"
+ * or "generated".
  */
-export const seed = ({ dataDir, tasks = 100_000, schemaSql, keySource = "auto", log = console.error }) => {
+export const seed = ({
+  dataDir,
+  tasks = 100_000,
+  skewed = false,
+  pool = 0,
+  schemaSql,
+  keySource = "auto",
+  log = console.error
+}) => {
   const t0 = performance.now()
   rmSync(dataDir, { recursive: true, force: true })
   mkdirSync(dataDir, { recursive: true })
@@ -311,37 +393,28 @@ export const seed = ({ dataDir, tasks = 100_000, schemaSql, keySource = "auto", 
   db.pragma("temp_store = MEMORY")
   db.pragma("foreign_keys = OFF")
 
-  const insert = {
-    users: db.prepare(
-      `INSERT INTO users (id, email, email_lower, name, password_hash, is_admin, created_at, updated_at)
-     VALUES (?, ?, ?, ?, NULL, 0, ?, ?)`
-    ),
-    api_keys: db.prepare(
-      `INSERT INTO api_keys (id, user_id, name, secret_hash, prefix, scopes, created_at, expires_at, revoked_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)`
-    ),
-    projects: db.prepare(
-      "INSERT INTO projects (id, owner_id, name, path, git_url, created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, ?)"
-    ),
-    labels: db.prepare(
-      "INSERT INTO labels (id, owner_id, name, name_lower, color, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-    ),
-    tasks: db.prepare(
-      `INSERT INTO tasks (id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-    ),
-    runs: db.prepare(
-      `INSERT INTO runs (id, task_id, owner_id, agent, autonomy, branch, status, started_at, completed_at, output)
-     VALUES (?, ?, ?, ?, 'workspace-write', ?, ?, ?, ?, ?)`
-    )
+  const insertRow = (table, extra = {}) => {
+    const columns = [...COLUMNS[table], ...Object.keys(extra)]
+    const values = [...COLUMNS[table].map(() => "?"), ...Object.values(extra)]
+    return db.prepare(`INSERT INTO ${table} (${columns.join(", ")}) VALUES (${values.join(", ")})`)
   }
-  const { generatedSecret, getIds, runCount, withRuns } = db.transaction(() => {
-    const rows = generate(tasks)
+  const insert = {
+    users: insertRow("users", { password_hash: "NULL", is_admin: "0" }),
+    api_keys: insertRow("api_keys"),
+    sessions: insertRow("sessions"),
+    projects: insertRow("projects"),
+    labels: insertRow("labels"),
+    tasks: insertRow("tasks"),
+    runs: insertRow("runs", { autonomy: "'workspace-write'" })
+  }
+  const generated = db.transaction(() => {
+    const rows = generate(tasks, { skewed, pool })
     for (let r = rows.next(); ; r = rows.next()) {
       if (r.done) return r.value
       insert[r.value[0]].run(r.value[1])
     }
   })()
+  const { getIds, runCount, withRuns, sessionToken } = generated
 
   db.pragma("locking_mode = NORMAL")
   db.pragma("journal_mode = WAL")
@@ -355,30 +428,40 @@ export const seed = ({ dataDir, tasks = 100_000, schemaSql, keySource = "auto", 
     .get(BENCH_USER_ID).n
   db.close()
 
-  let secret = generatedSecret
-  let usedKeySource = "generated"
-  if (keySource === "cli" || (keySource === "auto" && existsSync(CLI))) {
-    const minted = mintKeyWithCli(dataDir, log)
-    if (minted) {
-      secret = minted
-      usedKeySource = "taskwright keys create"
-    } else if (keySource === "cli") {
-      throw new Error("BENCH_KEY_SOURCE=cli but `taskwright keys create` did not give a key")
-    }
-  } else if (schema === "taskwright migrate" && keySource === "auto") {
-    log(`warning: ${CLI} vanished after the migration (a rebuild?); the key is generated, not minted by Taskwright`)
+  if (schema !== "taskwright migrate" && keySource === "cli") {
+    throw new Error("BENCH_KEY_SOURCE=cli but Taskwright's CLI is not built")
   }
+  const keys = mintKeys({
+    keySource: schema === "taskwright migrate" ? keySource : "generated",
+    generated: { secret: generated.generatedSecret, poolSecret: generated.generatedPoolSecret },
+    cli: (args) => {
+      const r = spawnSync(process.execPath, [CLI, ...args, "--data-dir", dataDir], {
+        cwd: ROOT,
+        env: cliEnv(),
+        encoding: "utf8",
+        timeout: 60_000
+      })
+      if (r.status === 0) return r.stdout
+      log(`\`taskwright ${args.slice(0, 2).join(" ")}\` failed (exit ${r.status}): ${r.stderr.trim()}`)
+      return null
+    },
+    log,
+    pool
+  })
 
   const info = {
     seedVersion: SEED_VERSION,
     tasks,
+    skewed,
+    pool,
+    poolFirstId: 1,
     runs: runCount,
     tasksWithRuns: withRuns,
     benchUserTodo: todo,
     schema,
     schemaSource: schemaSource(schemaSql),
-    keySource: usedKeySource,
-    secret,
+    ...keys,
+    sessionToken,
     userId: BENCH_USER_ID,
     getIds,
     seconds: (performance.now() - t0) / 1000
@@ -398,8 +481,8 @@ export const walIsEmpty = (file) => {
   }
 }
 
-/** Reuses a seed made by the same version, size and schema source; seeds afresh otherwise. */
-export const seedCached = ({ dataDir, tasks, schemaSql, keySource, log = console.error }) => {
+/** Reuses a seed made by the same version, shape and schema source; seeds afresh otherwise. */
+export const seedCached = ({ dataDir, tasks, skewed = false, pool = 0, schemaSql, keySource, log = console.error }) => {
   const infoFile = join(dataDir, "bench-seed.json")
   const file = join(dataDir, "taskwright.db")
   if (!process.env.BENCH_RESEED && existsSync(infoFile) && existsSync(file)) {
@@ -407,7 +490,8 @@ export const seedCached = ({ dataDir, tasks, schemaSql, keySource, log = console
       const info = JSON.parse(readFileSync(infoFile, "utf8"))
       const cachedKeyOk = keySource === "generated" ? info.keySource === "generated" : true
       const source = schemaSource(schemaSql)
-      if (info.seedVersion === SEED_VERSION && info.tasks === tasks && cachedKeyOk && walIsEmpty(file)) {
+      const same = info.seedVersion === SEED_VERSION && info.tasks === tasks && info.skewed === skewed
+      if (same && info.pool === pool && cachedKeyOk && walIsEmpty(file)) {
         if (info.schemaSource === source) return { ...info, file, dataDir, cached: true }
         if (source === null) {
           // No way to make the schema now (the CLI is not built, e.g. during a rebuild): the
@@ -420,7 +504,7 @@ export const seedCached = ({ dataDir, tasks, schemaSql, keySource, log = console
       // fall through and seed again
     }
   }
-  return { ...seed({ dataDir, tasks, schemaSql, keySource, log }), cached: false }
+  return { ...seed({ dataDir, tasks, skewed, pool, schemaSql, keySource, log }), cached: false }
 }
 
 /** `--name value` pairs, for the seed scripts' command lines. */
@@ -434,22 +518,29 @@ export const parseArgs = (argv) => {
   return out
 }
 
+/** `--tasks`, `--skewed` and `--pool` of a seed script's command line. */
+export const seedShape = (args) => {
+  const tasks = Number(args.tasks ?? 100_000)
+  const pool = Number(args.pool ?? 0)
+  if (!Number.isInteger(tasks) || tasks < GET_ID_COUNT) throw new Error(`--tasks must be an integer >= ${GET_ID_COUNT}`)
+  if (!Number.isInteger(pool) || pool < 0) throw new Error("--pool must be an integer >= 0")
+  return { tasks, pool, skewed: ["1", "true", "yes"].includes(String(args.skewed ?? "0")) }
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   try {
     const args = parseArgs(process.argv.slice(2))
-    const tasks = Number(args.tasks ?? 100_000)
-    if (!Number.isInteger(tasks) || tasks < GET_ID_COUNT)
-      throw new Error(`--tasks must be an integer >= ${GET_ID_COUNT}`)
-    const dataDir = resolve(args["data-dir"] ?? join(ROOT, "bench/.work", `seed-${tasks}`))
+    const shape = seedShape(args)
+    const dataDir = resolve(args["data-dir"] ?? join(ROOT, "bench/.work", `seed-${seedName(shape)}`))
     const info = seed({
       dataDir,
-      tasks,
+      ...shape,
       schemaSql: args["schema-sql"] ?? process.env.BENCH_SCHEMA_SQL,
       keySource: args["key-source"] ?? process.env.BENCH_KEY_SOURCE ?? "auto"
     })
     console.log(
-      `seeded ${info.file}: ${info.tasks} tasks, ${info.runs} runs, key ${info.keySource}, ` +
-        `${info.seconds.toFixed(1)} s (details in ${join(dataDir, "bench-seed.json")})`
+      `seeded ${info.file}: ${info.tasks} tasks${info.skewed ? " (skewed)" : ""}, ${info.pool} in the delete pool, ` +
+        `${info.runs} runs, key ${info.keySource}, ${info.seconds.toFixed(1)} s (details in ${join(dataDir, "bench-seed.json")})`
     )
   } catch (e) {
     console.error(e instanceof Error ? e.message : e)

@@ -5,34 +5,36 @@
 import { readFileSync } from "node:fs"
 import autocannon from "autocannon"
 
-const config = JSON.parse(readFileSync(process.argv[2], "utf8"))
-const { url, connections, seconds, secret, ids, endpointSpec } = config
+const { url, connections, seconds, plan } = JSON.parse(readFileSync(process.argv[2], "utf8"))
 
-const options = {
-  url,
-  connections,
-  duration: seconds,
-  timeout: 5,
-  method: endpointSpec.method,
-  headers: { authorization: `Bearer ${secret}` }
-}
-if (endpointSpec.body !== undefined) {
-  options.body = endpointSpec.body
-  options.headers["content-type"] = "application/json"
-}
-if (ids) {
-  let i = 0
+const options = { url, connections, duration: seconds, timeout: 5, headers: plan.headers }
+if (plan.sequence) {
+  // DELETE: every id once, from the sequence's start.
+  let id = plan.sequence.from - 1
   options.requests = [
     {
       setupRequest: (req) => {
-        i = i === ids.length - 1 ? 0 : i + 1
-        req.path = `/api/tasks/${ids[i]}`
+        id++
+        req.method = "DELETE"
+        req.path = `/api/tasks/${id}`
         return req
       }
     }
   ]
 } else {
-  options.url = `${url}${endpointSpec.path}`
+  let i = (plan.start ?? 0) - 1
+  options.requests = [
+    {
+      setupRequest: (req) => {
+        i = i === plan.requests.length - 1 ? 0 : i + 1
+        const r = plan.requests[i]
+        req.method = r.method
+        req.path = r.path
+        if (r.body !== undefined) req.body = r.body
+        return req
+      }
+    }
+  ]
 }
 
 const result = await autocannon(options)

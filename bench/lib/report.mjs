@@ -1,13 +1,14 @@
 /**
- * Summaries (means and ratios) and the markdown tables.
+ * Summaries (means and ratios per round) and the markdown tables.
  */
-import { ENDPOINTS } from "./loadgen.mjs"
+import { ENDPOINTS, WRITES } from "./endpoints.mjs"
 
 const mean = (xs) => {
   const ys = xs.filter((x) => typeof x === "number" && Number.isFinite(x))
   return ys.length === 0 ? null : ys.reduce((a, b) => a + b, 0) / ys.length
 }
 const sum = (xs) => xs.reduce((a, b) => a + (b ?? 0), 0)
+const finite = (xs) => xs.filter((x) => typeof x === "number" && Number.isFinite(x))
 
 const fmt = {
   int: (x) => (x === null || x === undefined ? "–" : Math.round(x).toLocaleString("en-US")),
@@ -16,6 +17,14 @@ const fmt = {
   mib: (x) => (x === null || x === undefined ? "–" : x.toFixed(0)),
   ratio: (x) => (x === null || x === undefined || !Number.isFinite(x) ? "–" : `${x.toFixed(2)}×`),
   us: (x) => (x === null || x === undefined ? "–" : x.toFixed(0))
+}
+
+/** A mean ratio with the range of the rounds' ratios: `0.95× (0.91–0.99)`. */
+const ratioRange = (m, rounds) => {
+  const xs = finite(rounds)
+  if (m === null || m === undefined || xs.length === 0) return "–"
+  if (xs.length === 1) return fmt.ratio(m)
+  return `${fmt.ratio(m)} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`
 }
 
 const table = (header, rows) => {
@@ -27,18 +36,18 @@ const table = (header, rows) => {
 const ratio = (a, b) => (a == null || b == null || b === 0 ? null : a / b)
 
 /**
- * `measurements`: [{ phase, round, server, tasks, endpoint, result }] where result has rps, p50Ms,
- * p99Ms, non2xx, socketErrors, serverCpuS, loadgenCpuS, rssMiB, requests.
- * Answers per endpoint and server: each round with its ratios, and the mean.
+ * `measurements`: [{ phase, round, server, seed, endpoint, result }] where result has rps, p50Ms,
+ * p99Ms, non2xx, socketErrors, serverCpuS, loadgenCpuS, rssMiB, requests (and dbCpuS on
+ * PostgreSQL, walMiB on SQLite). Answers per endpoint and server: each round with its ratios to
+ * C and B in the same round, and the mean.
  */
-export const summarise = (measurements, serverKeys, { phase, tasks, endpoints }) => {
+export const summarise = (measurements, serverKeys, { phase, seed, endpoints }) => {
   const out = {}
   for (const endpoint of endpoints) {
     const of = (server) =>
       measurements
-        .filter((m) => m.phase === phase && m.endpoint === endpoint && m.server === server && m.tasks === tasks)
+        .filter((m) => m.phase === phase && m.endpoint === endpoint && m.server === server && m.seed === seed)
         .sort((a, b) => a.round - b.round)
-    const rounds = [...new Set(measurements.filter((m) => m.phase === phase).map((m) => m.round))].sort((a, b) => a - b)
     const byServer = {}
     for (const server of serverKeys) {
       const ms = of(server)
@@ -74,6 +83,7 @@ export const summarise = (measurements, serverKeys, { phase, tasks, endpoints })
               dbCpuUsPerReq: mean(perRound.map((r) => r.dbCpuUsPerReq))
             }
           : {}),
+        ...("walMiB" in perRound[0] ? { walMiB: Math.max(...perRound.map((r) => r.walMiB ?? 0)) } : {}),
         loadgenCpuS: mean(perRound.map((r) => r.loadgenCpuS)),
         rssMiB: mean(perRound.map((r) => r.rssMiB))
       }
@@ -89,12 +99,69 @@ export const summarise = (measurements, serverKeys, { phase, tasks, endpoints })
       m.p99VsFastify = mean(rs.map((r) => r.p99VsFastify))
       m.p99VsFloor = mean(rs.map((r) => r.p99VsFloor))
     }
-    out[endpoint] = { label: ENDPOINTS[endpoint].label, rounds, servers: byServer }
+    out[endpoint] = { label: ENDPOINTS[endpoint].label, servers: byServer }
   }
   return out
 }
 
-const throughputRow = (name, round, r, flag, db) => [
+/** `a / b / c` of one figure for the servers present, in the order A, B, C. */
+const perServer = (e, pick, format) =>
+  ["A", "B", "C"]
+    .filter((k) => e.servers[k])
+    .map((k) => format(pick(e.servers[k].mean)))
+    .join(" / ")
+
+/**
+ * The table a reader starts with: one row per endpoint, Taskwright's throughput and its ratios to
+ * Fastify and the floor (mean of the rounds, their range in brackets), then p99, CPU per request
+ * and RSS of each server. `flags[server]` marks a failed check.
+ */
+export const summaryTable = (summary, names, flags = {}, { db = false, wal = false } = {}) => {
+  const present = ["A", "B", "C"].filter((k) => Object.values(summary).some((e) => e.servers[k]))
+  const who = present.map((k) => `${names[k].split(" ")[1]}${flags[k] ? " ⚠" : ""}`).join(" / ")
+  const rows = Object.entries(summary).map(([endpoint, e]) => {
+    const a = e.servers.A
+    return [
+      e.label,
+      perServer(e, (m) => m.rps, fmt.int),
+      a
+        ? ratioRange(
+            a.mean.vsFastify,
+            a.rounds.map((r) => r.vsFastify)
+          )
+        : "–",
+      a
+        ? ratioRange(
+            a.mean.vsFloor,
+            a.rounds.map((r) => r.vsFloor)
+          )
+        : "–",
+      perServer(e, (m) => m.p99Ms, fmt.ms),
+      perServer(e, (m) => m.cpuUsPerReq, fmt.us),
+      ...(db ? [perServer(e, (m) => m.dbCpuUsPerReq, fmt.us)] : []),
+      perServer(e, (m) => m.rssMiB, fmt.mib),
+      ...(wal ? [WRITES.has(endpoint) ? perServer(e, (m) => m.walMiB, fmt.mib) : ""] : []),
+      perServer(e, (m) => m.non2xx + m.socketErrors, fmt.int)
+    ]
+  })
+  return table(
+    [
+      "endpoint",
+      `req/s (${who})`,
+      "Taskwright vs Fastify",
+      "Taskwright vs floor",
+      "p99 ms",
+      "CPU µs/req",
+      ...(db ? ["DB CPU µs/req"] : []),
+      "RSS MiB",
+      ...(wal ? ["WAL MiB"] : []),
+      "non-2xx"
+    ],
+    rows
+  )
+}
+
+const throughputRow = (name, round, r, flag, { db, wal }) => [
   name,
   round,
   `${fmt.int(r.rps)}${flag}`,
@@ -106,11 +173,12 @@ const throughputRow = (name, round, r, flag, db) => [
   ...(db ? [fmt.s(r.dbCpuS), fmt.us(r.dbCpuUsPerReq)] : []),
   fmt.s(r.loadgenCpuS),
   fmt.mib(r.rssMiB),
+  ...(wal ? [fmt.mib(r.walMiB)] : []),
   fmt.ratio(r.vsFastify),
   fmt.ratio(r.vsFloor)
 ]
 
-const HEADER = [
+const header = ({ db, wal }) => [
   "server",
   "round",
   "req/s",
@@ -119,29 +187,30 @@ const HEADER = [
   "non-2xx",
   "server CPU s",
   "CPU µs/req",
+  ...(db ? ["DB CPU s", "DB CPU µs/req"] : []),
   "loadgen CPU s",
   "RSS MiB",
+  ...(wal ? ["WAL MiB"] : []),
   "vs Fastify",
   "vs floor"
 ]
 
-/** With `db` (PostgreSQL), the database backends' CPU follows the server's. */
-const header = (db) => (db ? [...HEADER.slice(0, 8), "DB CPU s", "DB CPU µs/req", ...HEADER.slice(8)] : HEADER)
-
 /**
- * Markdown for one summarised phase: a table per endpoint. `flags[server]` marks failed checks;
- * `db` adds the database's CPU columns.
+ * Markdown for one summarised phase: a table per endpoint, every round and the mean.
+ * `flags[server]` marks failed checks; `db` adds the database's CPU columns, `wal` the log's size
+ * (write endpoints).
  */
-export const throughputTables = (summary, names, flags = {}, { db = false } = {}) => {
+export const throughputTables = (summary, names, flags = {}, { db = false, wal = false } = {}) => {
   const parts = []
-  for (const [, e] of Object.entries(summary)) {
+  for (const [endpoint, e] of Object.entries(summary)) {
+    const opts = { db, wal: wal && WRITES.has(endpoint) }
     const rows = []
     for (const [server, s] of Object.entries(e.servers)) {
       const flag = flags[server] ? " ⚠" : ""
-      for (const r of s.rounds) rows.push(throughputRow(names[server], String(r.round), r, flag, db))
-      rows.push(throughputRow(`**${names[server]}**`, "**mean**", s.mean, flag, db))
+      for (const r of s.rounds) rows.push(throughputRow(names[server], String(r.round), r, flag, opts))
+      rows.push(throughputRow(`**${names[server]}**`, "**mean**", s.mean, flag, opts))
     }
-    parts.push(`### ${e.label}\n\n${table(header(db), rows)}`)
+    parts.push(`#### ${e.label}\n\n${table(header(opts), rows)}`)
   }
   return parts.join("\n\n")
 }
@@ -170,64 +239,72 @@ const describeStop = (s) =>
     .filter(Boolean)
     .join(", ")
 
-/** The large-table run: list at 1 connection, growth from the small to the large seed. */
-export const largeTable = (small, large, names, sizes, flags = {}, { db = false } = {}) => {
+/**
+ * The list at scale, one connection: per dataset (`{ label, list }`, `list` a summarised
+ * endpoint) and server, p50 and p99 (and p99 per round), req/s and CPU per request.
+ */
+export const largeTable = (datasets, names, flags = {}, { db = false } = {}) => {
   const rows = []
-  const servers = new Set([...Object.keys(small.servers), ...Object.keys(large.servers)])
-  for (const server of servers) {
-    for (const [label, s] of [
-      [sizes.small, small.servers[server]],
-      [sizes.large, large.servers[server]]
-    ]) {
-      if (!s) continue
+  for (const d of datasets) {
+    for (const [server, s] of Object.entries(d.list.servers)) {
       rows.push([
-        names[server],
-        label,
-        s.rounds.map((r) => fmt.ms(r.p99Ms)).join(" / "),
-        `${fmt.int(s.mean.rps)}${flags[server] ? " ⚠" : ""}`,
+        d.label,
+        `${names[server]}${flags[server] ? " ⚠" : ""}`,
         fmt.ms(s.mean.p50Ms),
         fmt.ms(s.mean.p99Ms),
-        fmt.int(s.mean.non2xx),
+        s.rounds.map((r) => fmt.ms(r.p99Ms)).join(" / "),
+        fmt.int(s.mean.rps),
         fmt.us(s.mean.cpuUsPerReq),
         ...(db ? [fmt.us(s.mean.dbCpuUsPerReq)] : []),
-        fmt.ratio(s.mean.p99VsFastify),
-        fmt.ratio(s.mean.p99VsFloor)
-      ])
-    }
-    const a = small.servers[server]?.mean
-    const b = large.servers[server]?.mean
-    if (a && b) {
-      rows.push([
-        names[server],
-        "growth ×",
-        "",
-        fmt.ratio(b.rps / a.rps),
-        fmt.ratio(b.p50Ms / a.p50Ms),
-        fmt.ratio(b.p99Ms / a.p99Ms),
-        "",
-        fmt.ratio(b.cpuUsPerReq / a.cpuUsPerReq),
-        ...(db ? [fmt.ratio(b.dbCpuUsPerReq / a.dbCpuUsPerReq)] : []),
-        "",
-        ""
+        fmt.int(s.mean.non2xx + s.mean.socketErrors)
       ])
     }
   }
   return table(
     [
-      "server",
       "tasks",
-      "p99 ms per round",
-      "req/s",
+      "server",
       "p50 ms",
       "p99 ms",
-      "non-2xx",
+      "p99 ms per round",
+      "req/s",
       "CPU µs/req",
       ...(db ? ["DB CPU µs/req"] : []),
-      "p99 vs Fastify",
-      "p99 vs floor"
+      "non-2xx"
     ],
     rows
   )
+}
+
+/** The plans of the list query per dataset, as fenced blocks. */
+export const explainBlocks = (datasets, { pg, listSql }) => {
+  const out = [
+    `Plan of the list query (Taskwright's, and the peers'), for the bench user and \`status = 'todo'\`, \`LIMIT 50 OFFSET 0\`:`,
+    "",
+    "```sql",
+    listSql,
+    "```"
+  ]
+  for (const d of datasets) {
+    out.push("")
+    if (!d.plan) continue
+    if (d.plan.error) {
+      out.push(`${d.label}: EXPLAIN failed: ${d.plan.error}`)
+      continue
+    }
+    if (pg) {
+      out.push(`${d.label}, custom plan (\`EXPLAIN (ANALYZE, BUFFERS)\`, the values bound):`)
+      out.push("", "```", d.plan.custom, "```", "")
+      out.push(`${d.label}, generic plan (\`plan_cache_mode = force_generic_plan\`):`)
+      out.push("", "```", d.plan.generic, "```")
+    } else {
+      out.push(
+        `${d.label} (\`EXPLAIN QUERY PLAN\`; the query alone in process, median of 200: ${fmt.ms(d.plan.medianMs)} ms):`
+      )
+      out.push("", "```", d.plan.text, "```")
+    }
+  }
+  return out.join("\n")
 }
 
 export { fmt, mean }

@@ -1,239 +1,197 @@
 #!/usr/bin/env node
 /**
- * The peer: the benchmarked endpoints written with Fastify 5 the way a user would write them:
- * JSON schemas for params, query string, body and responses, an auth hook, an error handler
- * giving Taskwright's error envelope, and better-sqlite3 prepared statements. Same work per
- * request as Taskwright and the floor.
+ * The peer: the board's endpoints written with Fastify 5 as a careful user writes them: JSON
+ * schemas for params, query string, bodies and responses (Ajv validates, fast-json-stringify
+ * serialises), the credential checked in an `onRequest` hook before the body is read, an error
+ * handler giving the `{"error":{"code","message","details"}}` envelope. The store, the statements
+ * and the endpoints' work are the floor's (`shared.mjs`); handlers and the hook return the result
+ * itself on SQLite (Fastify sends it without a promise) and a promise on PostgreSQL.
  *
- *   node bench/servers/fastify.mjs --port 3002 --db path/to/taskwright.db [--host 127.0.0.1]
+ * What JSON Schema cannot say is checked after it: a title and label names are measured once
+ * trimmed (Ajv has no trim).
+ *
+ *   node bench/servers/fastify.mjs --port 3002 --store sqlite --db path/to/taskwright.db [--events]
+ *   node bench/servers/fastify.mjs --port 3002 --store pg --database postgres://127.0.0.1/DB [--events]
  */
-import { createHash } from "node:crypto"
 import Ajv from "ajv"
-import Database from "better-sqlite3"
 import Fastify from "fastify"
+import {
+  badRequest,
+  drive,
+  errorBody,
+  HttpError,
+  MAX_BODY_BYTES,
+  makePeer,
+  openStore,
+  PAYLOAD_TOO_LARGE,
+  PRIORITIES,
+  parseOptions,
+  STATUSES,
+  taskIdFrom,
+  trimmedLabels,
+  trimmedTitle
+} from "./shared.mjs"
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : process.argv[i + 1]
-}
-const port = Number(arg("port", "3002"))
-const host = arg("host", "127.0.0.1")
-const dbFile = arg("db")
-if (!dbFile) {
-  console.error("usage: fastify.mjs --port <port> --db <file> [--host 127.0.0.1]")
-  process.exit(2)
-}
+const options = parseOptions(process.argv, "fastify.mjs")
+const store = await openStore(options)
+const peer = makePeer(store, options)
 
-// The same connection settings as Taskwright's SQLite store.
-const db = new Database(dbFile, { fileMustExist: true })
-db.pragma("journal_mode = WAL")
-db.pragma("synchronous = NORMAL")
-db.pragma("foreign_keys = ON")
-db.pragma("busy_timeout = 5000")
+// Fastify's default Ajv coerces types and silently drops unknown properties. The API refuses
+// unknown fields and wrong types in bodies, so bodies get a strict instance; the query string and
+// params are strings on the wire and are checked as strings. `unicode: false`: lengths count
+// UTF-16 units, as JavaScript's `length` (and Taskwright) do.
+const ajvOptions = { allErrors: true, removeAdditional: false, unicode: false, addUsedSchema: false }
+const bodyAjv = new Ajv({ ...ajvOptions, coerceTypes: false, useDefaults: false })
+const stringAjv = new Ajv({ ...ajvOptions, coerceTypes: false, useDefaults: false })
 
-const stmts = {
-  auth: db.prepare(
-    "SELECT k.id, k.user_id, k.scopes, k.expires_at, k.revoked_at, u.is_admin FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.secret_hash = ?"
-  ),
-  task: db.prepare(
-    "SELECT id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE id = ?"
-  ),
-  runs: db.prepare(
-    "SELECT id, agent, status, started_at, completed_at FROM runs WHERE task_id = ? ORDER BY started_at"
-  ),
-  list: db.prepare(
-    "SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE owner_id = ? AND status = ? ORDER BY id DESC LIMIT ? OFFSET ?"
-  ),
-  total: db.prepare("SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = ? AND status = ?"),
-  listAll: db.prepare(
-    "SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE owner_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
-  ),
-  totalAll: db.prepare("SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = ?"),
-  insert: db.prepare(
-    "INSERT INTO tasks (owner_id, project_id, title, description, status, priority, labels, created_at, updated_at) VALUES (?, NULL, ?, ?, 'backlog', ?, ?, ?, ?) RETURNING id"
-  )
-}
-
-const STATUSES = ["backlog", "todo", "in_progress", "in_review", "done", "cancelled"]
-const PRIORITIES = ["low", "medium", "high", "urgent"]
-
-class HttpError extends Error {
-  constructor(statusCode, code, message, details = {}) {
-    super(message)
-    this.statusCode = statusCode
-    this.code = code
-    this.details = details
-  }
-}
-
-// Fastify's default Ajv coerces types everywhere and silently drops unknown properties. The API
-// refuses unknown fields and wrong types in bodies, so bodies get a strict instance; params and
-// the query string (always strings on the wire) keep coercion and defaults.
-const ajvOptions = { useDefaults: true, removeAdditional: false, allErrors: true, addUsedSchema: false }
-const bodyAjv = new Ajv({ ...ajvOptions, coerceTypes: false })
-const stringAjv = new Ajv({ ...ajvOptions, coerceTypes: "array" })
-
-const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 })
+const app = Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES })
 app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === "body" ? bodyAjv : stringAjv).compile(schema))
-app.decorateRequest("auth", null)
+app.decorateRequest("actor", null)
 
-// Authentication and the endpoint's scope come before validation (DECISIONS: order of checks),
-// so they run in onRequest, before the body is even read.
-app.addHook("onRequest", async (request) => {
+// DECISIONS' order of checks: the credential (401) and the endpoint's scope (403) before any
+// validation (400), so before the body is parsed.
+app.addHook("onRequest", (request, _reply, done) => {
   const scope = request.routeOptions.config.scope
-  if (scope === undefined) return
-  const header = request.headers.authorization
-  if (header === undefined) throw new HttpError(401, "UNAUTHORIZED", "Missing credential")
-  const space = header.indexOf(" ")
-  if (space === -1 || header.slice(0, space).toLowerCase() !== "bearer") {
-    throw new HttpError(401, "UNAUTHORIZED", "Expected a Bearer credential")
+  if (scope === undefined) return done()
+  const actor = drive(peer.authenticate(request.headers, scope, request.method))
+  if (actor instanceof Promise) {
+    actor.then((a) => {
+      request.actor = a
+      done()
+    }, done)
+  } else {
+    request.actor = actor
+    done()
   }
-  const secret = header.slice(space + 1).trim()
-  if (!secret.startsWith("twk_")) throw new HttpError(401, "UNAUTHORIZED", "Invalid credential")
-  const key = stmts.auth.get(createHash("sha256").update(secret).digest("hex"))
-  if (key === undefined) throw new HttpError(401, "UNAUTHORIZED", "Invalid credential")
-  if (key.revoked_at !== null) throw new HttpError(401, "UNAUTHORIZED", "The API key has been revoked")
-  if (key.expires_at !== null && key.expires_at <= new Date().toISOString()) {
-    throw new HttpError(401, "UNAUTHORIZED", "The API key has expired")
-  }
-  const scopes = key.scopes.split(",")
-  const admin = key.is_admin === 1 && scopes.includes("admin")
-  if (!admin && !scopes.includes(scope)) {
-    throw new HttpError(403, "FORBIDDEN", `This credential lacks the ${scope} scope`, { required_scope: scope })
-  }
-  request.auth = { userId: key.user_id, admin }
 })
 
-const CODES = { 400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 413: "PAYLOAD_TOO_LARGE" }
-
-app.setErrorHandler((error, request, reply) => {
+app.setErrorHandler((error, _request, reply) => {
   if (error instanceof HttpError) {
-    if (error.statusCode === 401) reply.header("www-authenticate", "Bearer")
-    return reply
-      .code(error.statusCode)
-      .send({ error: { code: error.code, message: error.message, details: error.details } })
+    if (error.status === 401) reply.header("www-authenticate", 'Bearer realm="taskwright"')
+    return reply.code(error.status).send(errorBody(error))
   }
   if (error.validation) {
     const fields = error.validation.map((v) => ({
-      path: [v.instancePath.slice(1).replaceAll("/", "."), v.params.missingProperty ?? v.params.additionalProperty]
-        .filter(Boolean)
-        .join("."),
+      path:
+        [
+          error.validationContext === "body" ? "" : error.validationContext,
+          v.instancePath.slice(1).replaceAll("/", "."),
+          v.params.missingProperty ?? v.params.additionalProperty
+        ]
+          .filter(Boolean)
+          .join(".") || "body",
       message: v.message
     }))
-    return reply.code(400).send({ error: { code: "BAD_REQUEST", message: "Invalid request", details: { fields } } })
+    return reply.code(400).send(errorBody(badRequest(fields)))
   }
-  const status = error.statusCode
-  if (status === 413) {
-    return reply
-      .code(413)
-      .send({ error: { code: "PAYLOAD_TOO_LARGE", message: "The request body exceeds 1 MiB", details: {} } })
+  if (error.statusCode === 413) {
+    reply.header("connection", "close")
+    return reply.code(413).send(errorBody(PAYLOAD_TOO_LARGE))
   }
-  if (status >= 400 && status < 500) {
-    // Malformed JSON, a body that is not JSON (415 in Fastify) and the like.
-    const code = CODES[status] ?? "BAD_REQUEST"
-    return reply.code(CODES[status] ? status : 400).send({ error: { code, message: error.message, details: {} } })
+  if (error.statusCode >= 400 && error.statusCode < 500) {
+    // A body that is not JSON, of another content type (415 in Fastify), empty, and the like.
+    return reply.code(400).send(errorBody(badRequest([{ path: "body", message: error.message }])))
   }
-  request.log.error(error)
-  return reply.code(500).send({ error: { code: "INTERNAL_ERROR", message: "Internal server error", details: {} } })
+  console.error(error)
+  return reply.code(500).send(errorBody(new HttpError(500, "INTERNAL_ERROR", "internal server error")))
 })
 
 app.setNotFoundHandler((request, reply) => {
-  reply.code(404).send({
-    error: { code: "NOT_FOUND", message: `No route for ${request.method} ${request.url.split("?")[0]}`, details: {} }
-  })
+  reply
+    .code(404)
+    .send(errorBody(new HttpError(404, "NOT_FOUND", `no route for ${request.method} ${request.url.split("?")[0]}`)))
 })
 
+// Schemas -----------------------------------------------------------------------------------
+
+const string = { type: "string" }
 const nullableString = { type: ["string", "null"] }
-const labelsSchema = { type: "array", items: { type: "string" } }
-const taskProperties = {
+const labelNames = { type: "array", items: string }
+const head = {
   id: { type: "integer" },
-  title: { type: "string" },
-  description: { type: "string" },
-  status: { type: "string" },
-  priority: { type: "string" },
-  labels: labelsSchema
+  title: string,
+  description: string,
+  status: string,
+  priority: string,
+  labels: labelNames
 }
-
-app.get("/api/health", async () => ({ status: "ok" }))
-
-app.get(
-  "/api/tasks/:id",
-  {
-    config: { scope: "tasks:read" },
-    schema: {
-      params: {
+const stamps = { created_at: string, updated_at: string }
+const listItem = { type: "object", properties: { ...head, ...stamps } }
+const createdTask = { type: "object", properties: { ...head, project_id: nullableString, ...stamps } }
+const task = {
+  type: "object",
+  properties: {
+    ...createdTask.properties,
+    agent_runs: {
+      type: "array",
+      items: {
         type: "object",
-        properties: { id: { type: "string", pattern: "^[1-9][0-9]{0,15}$" } },
-        required: ["id"]
-      },
-      response: {
-        200: {
-          type: "object",
-          properties: {
-            ...taskProperties,
-            project_id: nullableString,
-            created_at: { type: "string" },
-            updated_at: { type: "string" },
-            agent_runs: {
-              type: "array",
-              items: {
-                type: "object",
-                properties: {
-                  id: { type: "string" },
-                  agent: { type: "string" },
-                  status: { type: "string" },
-                  started_at: { type: "string" },
-                  completed_at: nullableString
-                }
-              }
-            }
-          }
-        }
+        properties: { id: string, agent: string, status: string, started_at: string, completed_at: nullableString }
       }
     }
-  },
-  async (request) => {
-    const id = Number(request.params.id)
-    if (!Number.isSafeInteger(id)) {
-      throw new HttpError(400, "BAD_REQUEST", "Invalid request", {
-        fields: [{ path: "id", message: "must be a positive integer" }]
-      })
-    }
-    const task = stmts.task.get(id)
-    if (task === undefined) throw new HttpError(404, "NOT_FOUND", `Task ${id} not found`)
-    if (task.owner_id !== request.auth.userId && !request.auth.admin) {
-      throw new HttpError(403, "FORBIDDEN", "This task belongs to another user")
-    }
-    task.labels = JSON.parse(task.labels)
-    task.agent_runs = stmts.runs.all(id)
-    return task
   }
-)
+}
+const idParams = {
+  type: "object",
+  properties: { id: { type: "string", pattern: "^[1-9][0-9]{0,15}$" } },
+  required: ["id"]
+}
+const projectId = { type: ["string", "null"], pattern: "^proj_[0-9A-Za-z]{16}$" }
+const taskFields = {
+  title: string,
+  description: { type: "string", maxLength: 100_000 },
+  priority: { type: "string", enum: PRIORITIES },
+  // Each name's length is checked once trimmed (trimmedLabels).
+  labels: { type: "array", maxItems: 50, items: string },
+  project_id: projectId
+}
+const createBody = { type: "object", additionalProperties: false, required: ["title"], properties: taskFields }
+const patchBody = {
+  type: "object",
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { ...taskFields, status: { type: "string", enum: STATUSES } }
+}
+const listQuery = {
+  type: "object",
+  properties: {
+    status: { type: "string", enum: STATUSES },
+    priority: { type: "string", enum: PRIORITIES },
+    project_id: { type: "string", pattern: "^proj_[0-9A-Za-z]{16}$" },
+    // Digits only, 1-200 (leading zeros allowed, as in Taskwright), and offset up to 9 digits.
+    limit: { type: "string", pattern: "^(?=[0-9]{1,9}$)0*([1-9][0-9]?|1[0-9][0-9]|200)$" },
+    offset: { type: "string", pattern: "^[0-9]{1,9}$" }
+  }
+}
+
+/** The trimmed title and label names of a body Ajv accepted; 400 when one is empty or too long once trimmed. */
+const trimmed = (body) => {
+  const fields = []
+  const input = { ...body }
+  if (body.title !== undefined) input.title = trimmedTitle(body.title, fields)
+  if (body.labels !== undefined) input.labels = trimmedLabels(body.labels, fields)
+  if (fields.length > 0) throw badRequest(fields)
+  return input
+}
+
+const READ = { scope: "tasks:read" }
+const WRITE = { scope: "tasks:write" }
+
+// Routes --------------------------------------------------------------------------------------
+
+app.get("/api/health", () => ({ status: "ok" }))
 
 app.get(
   "/api/tasks",
   {
-    config: { scope: "tasks:read" },
+    config: READ,
     schema: {
-      querystring: {
-        type: "object",
-        properties: {
-          status: { type: "string", enum: STATUSES },
-          limit: { type: "integer", minimum: 1, maximum: 200, default: 50 },
-          offset: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 }
-        }
-      },
+      querystring: listQuery,
       response: {
         200: {
           type: "object",
           properties: {
-            tasks: {
-              type: "array",
-              items: {
-                type: "object",
-                properties: { ...taskProperties, created_at: { type: "string" }, updated_at: { type: "string" } }
-              }
-            },
+            tasks: { type: "array", items: listItem },
             total: { type: "integer" },
             limit: { type: "integer" },
             offset: { type: "integer" }
@@ -242,73 +200,52 @@ app.get(
       }
     }
   },
-  async (request) => {
-    const { status, limit, offset } = request.query
-    const owner = request.auth.userId
-    const tasks =
-      status === undefined ? stmts.listAll.all(owner, limit, offset) : stmts.list.all(owner, status, limit, offset)
-    for (const task of tasks) task.labels = JSON.parse(task.labels)
-    const { total } = status === undefined ? stmts.totalAll.get(owner) : stmts.total.get(owner, status)
-    return { tasks, total, limit, offset }
+  (request) => {
+    const { status, priority, project_id, limit, offset } = request.query
+    const input = {
+      status,
+      priority,
+      projectId: project_id,
+      limit: limit === undefined ? 50 : Number(limit),
+      offset: offset === undefined ? 0 : Number(offset)
+    }
+    return drive(peer.listTasks(request.actor, input))
   }
+)
+
+app.get("/api/tasks/:id", { config: READ, schema: { params: idParams, response: { 200: task } } }, (request) =>
+  drive(peer.getTask(request.actor, taskIdFrom(request.params.id)))
 )
 
 app.post(
   "/api/tasks",
-  {
-    config: { scope: "tasks:write" },
-    schema: {
-      body: {
-        type: "object",
-        additionalProperties: false,
-        required: ["title"],
-        properties: {
-          title: { type: "string", minLength: 1, maxLength: 500 },
-          description: { type: "string", maxLength: 100_000, default: "" },
-          priority: { type: "string", enum: PRIORITIES, default: "medium" },
-          labels: { type: "array", maxItems: 50, items: { type: "string", minLength: 1, maxLength: 50 }, default: [] }
-        }
-      },
-      response: {
-        201: {
-          type: "object",
-          properties: {
-            ...taskProperties,
-            project_id: nullableString,
-            created_at: { type: "string" },
-            updated_at: { type: "string" }
-          }
-        }
-      }
-    }
-  },
-  async (request, reply) => {
-    const { description, priority, labels } = request.body
-    const title = request.body.title.trim()
-    if (title.length === 0) {
-      throw new HttpError(400, "BAD_REQUEST", "Invalid request", {
-        fields: [{ path: "title", message: "must not be blank" }]
-      })
-    }
-    const now = new Date().toISOString()
-    const { id } = stmts.insert.get(request.auth.userId, title, description, priority, JSON.stringify(labels), now, now)
+  { config: WRITE, schema: { body: createBody, response: { 201: createdTask } } },
+  (request, reply) => {
     reply.code(201)
-    return {
-      id,
-      title,
-      description,
-      status: "backlog",
-      priority,
-      labels,
-      project_id: null,
-      created_at: now,
-      updated_at: now
-    }
+    return drive(peer.createTask(request.actor, trimmed(request.body)))
   }
 )
 
-await app.listen({ port, host })
-console.log(`fastify listening on http://${host}:${app.server.address().port}`)
+app.patch(
+  "/api/tasks/:id",
+  { config: WRITE, schema: { params: idParams, body: patchBody, response: { 200: task } } },
+  (request) => drive(peer.updateTask(request.actor, taskIdFrom(request.params.id), trimmed(request.body)))
+)
+
+app.delete(
+  "/api/tasks/:id",
+  {
+    config: WRITE,
+    schema: {
+      params: idParams,
+      response: { 200: { type: "object", properties: { success: { type: "boolean" } } } }
+    }
+  },
+  (request) => drive(peer.deleteTask(request.actor, taskIdFrom(request.params.id)))
+)
+
+await app.listen({ port: options.port, host: options.host })
+console.log(`fastify (${options.store}) listening on http://${options.host}:${app.server.address().port}`)
 
 let closing = false
 const shutdown = async () => {
@@ -316,7 +253,7 @@ const shutdown = async () => {
   closing = true
   setTimeout(() => process.exit(1), 5000).unref()
   await app.close()
-  db.close()
+  await store.close()
   process.exit(0)
 }
 process.on("SIGTERM", shutdown)

@@ -1,297 +1,197 @@
 #!/usr/bin/env node
 /**
- * The floor: bare `node:http` + better-sqlite3 prepared statements, doing per request exactly
- * the work Taskwright does for the benchmarked endpoints (hash the key, look it up, check the
- * scope, validate, query, answer the same JSON). Minimal but correct: every failure is an error
- * envelope with the right status, nothing a client sends gives a 500.
+ * The floor: the board's endpoints on bare `node:http`, doing per request exactly the work of
+ * Taskwright (see `shared.mjs` for the store, the rules and every statement), with nothing in
+ * between: a hand-written router, the body read into one buffer, `JSON.stringify` to the socket.
+ * On SQLite a request runs synchronously from the first byte to the answer.
  *
- *   node bench/servers/floor.mjs --port 3001 --db path/to/taskwright.db [--host 127.0.0.1]
+ *   node bench/servers/floor.mjs --port 3001 --store sqlite --db path/to/taskwright.db [--events]
+ *   node bench/servers/floor.mjs --port 3001 --store pg --database postgres://127.0.0.1/DB [--events]
  */
-import { createHash } from "node:crypto"
 import { createServer } from "node:http"
-import Database from "better-sqlite3"
+import {
+  badRequest,
+  drive,
+  errorBody,
+  HttpError,
+  listInput,
+  MAX_BODY_BYTES,
+  makePeer,
+  openStore,
+  PAYLOAD_TOO_LARGE,
+  parseOptions,
+  taskIdFrom,
+  taskInput
+} from "./shared.mjs"
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : process.argv[i + 1]
-}
-const port = Number(arg("port", "3001"))
-const host = arg("host", "127.0.0.1")
-const dbFile = arg("db")
-if (!dbFile) {
-  console.error("usage: floor.mjs --port <port> --db <file> [--host 127.0.0.1]")
-  process.exit(2)
-}
+const options = parseOptions(process.argv, "floor.mjs")
+const store = await openStore(options)
+const peer = makePeer(store, options)
 
-// The same connection settings as Taskwright's SQLite store.
-const db = new Database(dbFile, { fileMustExist: true })
-db.pragma("journal_mode = WAL")
-db.pragma("synchronous = NORMAL")
-db.pragma("foreign_keys = ON")
-db.pragma("busy_timeout = 5000")
+const JSON_TYPE = "application/json; charset=utf-8"
 
-const authStmt = db.prepare(
-  "SELECT k.id, k.user_id, k.scopes, k.expires_at, k.revoked_at, u.is_admin FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.secret_hash = ?"
-)
-const taskStmt = db.prepare(
-  "SELECT id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE id = ?"
-)
-const runsStmt = db.prepare(
-  "SELECT id, agent, status, started_at, completed_at FROM runs WHERE task_id = ? ORDER BY started_at"
-)
-const listStmt = db.prepare(
-  "SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE owner_id = ? AND status = ? ORDER BY id DESC LIMIT ? OFFSET ?"
-)
-const totalStmt = db.prepare("SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = ? AND status = ?")
-const listAllStmt = db.prepare(
-  "SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE owner_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
-)
-const totalAllStmt = db.prepare("SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = ?")
-const insertStmt = db.prepare(
-  "INSERT INTO tasks (owner_id, project_id, title, description, status, priority, labels, created_at, updated_at) VALUES (?, NULL, ?, ?, 'backlog', ?, ?, ?, ?) RETURNING id"
-)
-
-const STATUSES = new Set(["backlog", "todo", "in_progress", "in_review", "done", "cancelled"])
-const PRIORITIES = new Set(["low", "medium", "high", "urgent"])
-const CREATE_FIELDS = new Set(["title", "description", "priority", "labels"])
-const TASK_ID = /^[1-9][0-9]{0,15}$/
-const UINT = /^(0|[1-9][0-9]{0,15})$/
-const MAX_BODY = 1024 * 1024
-
-class HttpError extends Error {
-  constructor(status, code, message, details = {}) {
-    super(message)
-    this.status = status
-    this.code = code
-    this.details = details
-  }
-}
-const badRequest = (fields) => new HttpError(400, "BAD_REQUEST", "Invalid request", { fields })
-
-const send = (res, status, body, extraHeaders) => {
+const send = (res, status, body) => {
   const text = JSON.stringify(body)
-  const headers = { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) }
-  res.writeHead(status, extraHeaders ? { ...headers, ...extraHeaders } : headers)
+  res.writeHead(status, ["content-type", JSON_TYPE, "content-length", String(Buffer.byteLength(text))])
   res.end(text)
 }
+
 const sendError = (res, e) => {
-  const err = e instanceof HttpError ? e : new HttpError(500, "INTERNAL_ERROR", "Internal server error")
-  if (!(e instanceof HttpError)) console.error(e)
-  const extra = err.status === 401 ? { "www-authenticate": "Bearer" } : undefined
-  send(res, err.status, { error: { code: err.code, message: err.message, details: err.details } }, extra)
+  if (!(e instanceof HttpError)) {
+    console.error(e)
+    e = new HttpError(500, "INTERNAL_ERROR", "internal server error")
+  }
+  if (e.status === 401) res.setHeader("www-authenticate", 'Bearer realm="taskwright"')
+  send(res, e.status, errorBody(e))
 }
 
-/** Authenticates the request and checks the endpoint's scope; answers { userId, admin }. */
-const authenticate = (req, scope) => {
-  const header = req.headers.authorization
-  if (header === undefined) throw new HttpError(401, "UNAUTHORIZED", "Missing credential")
-  const space = header.indexOf(" ")
-  if (space === -1 || header.slice(0, space).toLowerCase() !== "bearer") {
-    throw new HttpError(401, "UNAUTHORIZED", "Expected a Bearer credential")
-  }
-  const secret = header.slice(space + 1).trim()
-  if (!secret.startsWith("twk_")) throw new HttpError(401, "UNAUTHORIZED", "Invalid credential")
-  const key = authStmt.get(createHash("sha256").update(secret).digest("hex"))
-  if (key === undefined) throw new HttpError(401, "UNAUTHORIZED", "Invalid credential")
-  if (key.revoked_at !== null) throw new HttpError(401, "UNAUTHORIZED", "The API key has been revoked")
-  if (key.expires_at !== null && key.expires_at <= new Date().toISOString()) {
-    throw new HttpError(401, "UNAUTHORIZED", "The API key has expired")
-  }
-  const scopes = key.scopes.split(",")
-  const admin = key.is_admin === 1 && scopes.includes("admin")
-  if (!admin && !scopes.includes(scope)) {
-    throw new HttpError(403, "FORBIDDEN", `This credential lacks the ${scope} scope`, { required_scope: scope })
-  }
-  return { userId: key.user_id, admin }
-}
-
-const getTask = (req, res, rawId) => {
-  const auth = authenticate(req, "tasks:read")
-  const id = TASK_ID.test(rawId) ? Number(rawId) : Number.NaN
-  if (!Number.isSafeInteger(id)) throw badRequest([{ path: "id", message: "must be a positive integer" }])
-  const t = taskStmt.get(id)
-  if (t === undefined) throw new HttpError(404, "NOT_FOUND", `Task ${id} not found`)
-  if (t.owner_id !== auth.userId && !auth.admin)
-    throw new HttpError(403, "FORBIDDEN", "This task belongs to another user")
-  send(res, 200, {
-    id: t.id,
-    title: t.title,
-    description: t.description,
-    status: t.status,
-    priority: t.priority,
-    labels: JSON.parse(t.labels),
-    project_id: t.project_id,
-    created_at: t.created_at,
-    updated_at: t.updated_at,
-    agent_runs: runsStmt.all(id)
-  })
-}
-
-const listTasks = (req, res, query) => {
-  const auth = authenticate(req, "tasks:read")
-  const params = new URLSearchParams(query)
-  const fields = []
-  const status = params.get("status")
-  if (status !== null && !STATUSES.has(status)) {
-    fields.push({ path: "status", message: `must be one of ${[...STATUSES].join(", ")}` })
-  }
-  const limitText = params.get("limit")
-  const limit = limitText === null ? 50 : UINT.test(limitText) ? Number(limitText) : Number.NaN
-  if (!(limit >= 1 && limit <= 200)) fields.push({ path: "limit", message: "must be an integer from 1 to 200" })
-  const offsetText = params.get("offset")
-  const offset = offsetText === null ? 0 : UINT.test(offsetText) ? Number(offsetText) : Number.NaN
-  if (!Number.isSafeInteger(offset)) fields.push({ path: "offset", message: "must be an integer >= 0" })
-  if (fields.length > 0) throw badRequest(fields)
-  const rows =
-    status === null ? listAllStmt.all(auth.userId, limit, offset) : listStmt.all(auth.userId, status, limit, offset)
-  for (const r of rows) r.labels = JSON.parse(r.labels)
-  const total = status === null ? totalAllStmt.get(auth.userId).total : totalStmt.get(auth.userId, status).total
-  send(res, 200, { tasks: rows, total, limit, offset })
-}
-
-const validateCreate = (body) => {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw badRequest([{ path: "", message: "must be a JSON object" }])
-  }
-  const fields = []
-  for (const k of Object.keys(body)) {
-    if (!CREATE_FIELDS.has(k)) fields.push({ path: k, message: "is not allowed" })
-  }
-  const { title, description = "", priority = "medium", labels = [] } = body
-  const trimmed = typeof title === "string" ? title.trim() : ""
-  if (typeof title !== "string" || trimmed.length < 1 || trimmed.length > 500) {
-    fields.push({ path: "title", message: "must be a string of 1 to 500 characters" })
-  }
-  if (typeof description !== "string" || description.length > 100_000) {
-    fields.push({ path: "description", message: "must be a string of at most 100000 characters" })
-  }
-  if (typeof priority !== "string" || !PRIORITIES.has(priority)) {
-    fields.push({ path: "priority", message: `must be one of ${[...PRIORITIES].join(", ")}` })
-  }
-  if (!Array.isArray(labels) || labels.length > 50) {
-    fields.push({ path: "labels", message: "must be an array of at most 50 names" })
+/** Answers the work's result, now (SQLite) or when it settles (PostgreSQL). */
+const answer = (res, status, work) => {
+  const result = drive(work)
+  if (result instanceof Promise) {
+    result.then(
+      (body) => send(res, status, body),
+      (e) => sendError(res, e)
+    )
   } else {
-    labels.forEach((l, i) => {
-      if (typeof l !== "string" || l.length < 1 || l.length > 50) {
-        fields.push({ path: `labels.${i}`, message: "must be a name of 1 to 50 characters" })
-      }
-    })
+    send(res, status, result)
   }
-  if (fields.length > 0) throw badRequest(fields)
-  return { title: trimmed, description, priority, labels }
 }
 
-const createTask = (res, auth, body) => {
-  const input = validateCreate(body)
-  const now = new Date().toISOString()
-  const labels = JSON.stringify(input.labels)
-  const { id } = insertStmt.get(auth.userId, input.title, input.description, input.priority, labels, now, now)
-  send(res, 201, {
-    id,
-    title: input.title,
-    description: input.description,
-    status: "backlog",
-    priority: input.priority,
-    labels: input.labels,
-    project_id: null,
-    created_at: now,
-    updated_at: now
-  })
+/** The query string as an object; a name given twice becomes an array (refused by the checks). */
+const parseQuery = (text) => {
+  const out = {}
+  if (text === "") return out
+  for (const [k, v] of new URLSearchParams(text)) {
+    const prev = out[k]
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v]
+  }
+  return out
 }
 
-/** Reads a JSON body of at most 1 MiB; calls back with the parsed value or an HttpError. */
-const readJson = (req, done) => {
-  const type = req.headers["content-type"]
-  const length = req.headers["content-length"]
-  if (length !== undefined && Number(length) > MAX_BODY) {
-    done(new HttpError(413, "PAYLOAD_TOO_LARGE", "The request body exceeds 1 MiB"))
-    return
-  }
-  if (type === undefined || !/^application\/json\s*(;|$)/i.test(type)) {
-    done(badRequest([{ path: "", message: "the body must be JSON (Content-Type: application/json)" }]))
-    return
-  }
+/**
+ * Reads a JSON body of at most 1 MiB, then calls `done(body)`; a body that is absent, not JSON
+ * or of another type is `done(undefined, error)`: refused once the credential is checked
+ * (DECISIONS: 401 and 403 before 400). Over 1 MiB: 413 at once, and the connection closes.
+ */
+const readJson = (req, res, done) => {
+  if (Number(req.headers["content-length"] ?? 0) > MAX_BODY_BYTES) return tooLarge(req, res)
   const chunks = []
   let size = 0
-  let failed = false
+  let aborted = false
   req.on("data", (chunk) => {
-    if (failed) return
+    if (aborted) return
     size += chunk.length
-    if (size > MAX_BODY) {
-      failed = true
-      done(new HttpError(413, "PAYLOAD_TOO_LARGE", "The request body exceeds 1 MiB"))
+    if (size > MAX_BODY_BYTES) {
+      aborted = true
+      tooLarge(req, res)
       return
     }
     chunks.push(chunk)
   })
   req.on("end", () => {
-    if (failed) return
-    let value
-    try {
-      value = JSON.parse(chunks.length === 1 ? chunks[0].toString("utf8") : Buffer.concat(chunks).toString("utf8"))
-    } catch {
-      done(badRequest([{ path: "", message: "the body is not valid JSON" }]))
-      return
+    if (aborted) return
+    if (size === 0) return done(undefined, badRequest([{ path: "body", message: "a JSON body is required" }]))
+    const type = req.headers["content-type"]
+    if (type === undefined || !/^application\/(.+\+)?json\b/i.test(type)) {
+      return done(undefined, badRequest([{ path: "body", message: "Content-Type must be application/json" }]))
     }
-    done(null, value)
+    let body
+    try {
+      body = JSON.parse(chunks.length === 1 ? chunks[0].toString("utf8") : Buffer.concat(chunks, size).toString("utf8"))
+    } catch {
+      return done(undefined, badRequest([{ path: "body", message: "the body is not valid JSON" }]))
+    }
+    done(body)
   })
   req.on("error", () => {
-    failed = true
+    aborted = true
   })
 }
 
-const handle = (req, res) => {
+const tooLarge = (req, res) => {
+  res.setHeader("connection", "close")
+  sendError(res, PAYLOAD_TOO_LARGE)
+  req.resume()
+}
+
+const READ = "tasks:read"
+const WRITE = "tasks:write"
+
+function* list(req, query) {
+  const actor = yield* peer.authenticate(req.headers, READ, "GET")
+  return yield* peer.listTasks(actor, listInput(parseQuery(query)))
+}
+function* get(req, rawId) {
+  const actor = yield* peer.authenticate(req.headers, READ, "GET")
+  return yield* peer.getTask(actor, taskIdFrom(rawId))
+}
+function* create(req, body, invalid) {
+  const actor = yield* peer.authenticate(req.headers, WRITE, "POST")
+  if (invalid) throw invalid
+  return yield* peer.createTask(actor, taskInput(body, true))
+}
+function* update(req, rawId, body, invalid) {
+  const actor = yield* peer.authenticate(req.headers, WRITE, "PATCH")
+  const id = taskIdFrom(rawId)
+  if (invalid) throw invalid
+  return yield* peer.updateTask(actor, id, taskInput(body, false))
+}
+function* remove(req, rawId) {
+  const actor = yield* peer.authenticate(req.headers, WRITE, "DELETE")
+  return yield* peer.deleteTask(actor, taskIdFrom(rawId))
+}
+
+const PREFIX = "/api/tasks/"
+
+const route = (req, res) => {
   const url = req.url
   const q = url.indexOf("?")
   const path = q === -1 ? url : url.slice(0, q)
-  const query = q === -1 ? "" : url.slice(q + 1)
   const method = req.method
-  if (path === "/api/health" && (method === "GET" || method === "HEAD")) {
-    send(res, 200, { status: "ok" })
-    return
-  }
   if (path === "/api/tasks") {
-    if (method === "GET") return listTasks(req, res, query)
-    if (method === "POST") {
-      // Authentication and scope come before reading the body (DECISIONS: order of checks).
-      const auth = authenticate(req, "tasks:write")
-      readJson(req, (err, body) => {
-        try {
-          if (err) {
-            if (err.status === 413) res.setHeader("connection", "close")
-            throw err
-          }
-          createTask(res, auth, body)
-        } catch (e) {
-          sendError(res, e)
-        }
-      })
-      return
+    if (method === "GET") return answer(res, 200, list(req, q === -1 ? "" : url.slice(q + 1)))
+    if (method === "POST")
+      return readJson(req, res, (body, invalid) => guarded(res, 201, () => create(req, body, invalid)))
+  } else if (path.startsWith(PREFIX) && path.indexOf("/", PREFIX.length) === -1) {
+    const id = path.slice(PREFIX.length)
+    if (method === "GET") return answer(res, 200, get(req, id))
+    if (method === "PATCH") {
+      return readJson(req, res, (body, invalid) => guarded(res, 200, () => update(req, id, body, invalid)))
     }
-  } else if (path.startsWith("/api/tasks/") && method === "GET") {
-    const id = path.slice("/api/tasks/".length)
-    if (!id.includes("/")) return getTask(req, res, id)
+    if (method === "DELETE") return answer(res, 200, remove(req, id))
+  } else if (path === "/api/health" && method === "GET") {
+    return send(res, 200, { status: "ok" })
   }
-  throw new HttpError(404, "NOT_FOUND", `No route for ${method} ${path}`)
+  throw new HttpError(404, "NOT_FOUND", `no route for ${method} ${path}`)
+}
+
+/** `answer`, with a synchronous failure (SQLite) turned into its error answer. */
+const guarded = (res, status, work) => {
+  try {
+    answer(res, status, work())
+  } catch (e) {
+    sendError(res, e)
+  }
 }
 
 const server = createServer((req, res) => {
   try {
-    handle(req, res)
+    route(req, res)
   } catch (e) {
     sendError(res, e)
   }
 })
-server.listen(port, host, () => {
-  console.log(`floor listening on http://${host}:${server.address().port}`)
+server.listen(options.port, options.host, () => {
+  console.log(`floor (${options.store}) listening on http://${options.host}:${server.address().port}`)
 })
 
 let closing = false
 const shutdown = () => {
   if (closing) return
   closing = true
-  server.close(() => {
-    db.close()
+  server.close(async () => {
+    await store.close()
     process.exit(0)
   })
   server.closeIdleConnections()

@@ -1,0 +1,77 @@
+/**
+ * The plan of Taskwright's list query on a seeded database: `EXPLAIN QUERY PLAN` on SQLite,
+ * `EXPLAIN (ANALYZE, BUFFERS)` on PostgreSQL, both with the bench user and the status the list
+ * phase loads. On PostgreSQL the statement is prepared as Taskwright's `pg` pool prepares it
+ * (parameters untyped), then explained twice: with the values (the custom plan, what the first
+ * five executions of a named statement get) and with `plan_cache_mode = force_generic_plan` (the
+ * plan PostgreSQL may settle on from the sixth).
+ *
+ * `LIST_SQL` is a copy of the statement `TasksRepo` builds for an owner and a status (the peers
+ * run the same text, `servers/shared.mjs`). On PostgreSQL the runner also records the statements
+ * Taskwright's connections were seen running during the list phase, and says when its list
+ * statement no longer matches this copy.
+ */
+import Database from "better-sqlite3"
+import pg from "pg"
+import { BENCH_USER_ID } from "../seed.mjs"
+
+export const LIST_SQL =
+  "SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks WHERE owner_id = ? AND status = ? ORDER BY id DESC LIMIT ? OFFSET ?"
+export const LIST_PARAMS = [BENCH_USER_ID, "todo", 50, 0]
+
+const numbered = (text) => {
+  let n = 0
+  return text.replace(/\?/g, () => `$${++n}`)
+}
+
+/** The same statement, whitespace aside, with `?` or `$n` placeholders. */
+export const sameStatement = (a, b) => {
+  const norm = (t) => numbered(t).replace(/\s+/g, " ").trim().toLowerCase()
+  return norm(a) === norm(b)
+}
+
+/** `EXPLAIN QUERY PLAN` of the list query on a SQLite file (opened read-write so it stays one file; nothing is written). */
+export const explainSqlite = (file) => {
+  const db = new Database(file, { fileMustExist: true })
+  try {
+    const rows = db.prepare(`EXPLAIN QUERY PLAN ${LIST_SQL}`).all(LIST_PARAMS)
+    const depth = new Map([[0, -1]])
+    const lines = rows.map((r) => {
+      const d = (depth.get(r.parent) ?? -1) + 1
+      depth.set(r.id, d)
+      return `${"  ".repeat(d)}${r.detail}`
+    })
+    // The query's own time in process, without HTTP: the median of 200 runs.
+    const stmt = db.prepare(LIST_SQL)
+    const times = []
+    for (let i = 0; i < 200; i++) {
+      const t0 = performance.now()
+      stmt.all(LIST_PARAMS)
+      times.push(performance.now() - t0)
+    }
+    times.sort((a, b) => a - b)
+    return { text: lines.join("\n"), medianMs: times[100] }
+  } finally {
+    db.close()
+  }
+}
+
+/** Both plans of the list query on a PostgreSQL database (the connection is closed before the answer). */
+export const explainPg = async (url) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    await client.query(`PREPARE bench_list AS ${numbered(LIST_SQL)}`)
+    const values = LIST_PARAMS.map((v) => (typeof v === "string" ? `'${v.replace(/'/g, "''")}'` : String(v)))
+    const explain = async () => {
+      const r = await client.query(`EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_list(${values.join(", ")})`)
+      return r.rows.map((row) => row["QUERY PLAN"]).join("\n")
+    }
+    const custom = await explain()
+    await client.query("SET plan_cache_mode = force_generic_plan")
+    const generic = await explain()
+    return { custom, generic }
+  } finally {
+    await client.end()
+  }
+}
