@@ -295,6 +295,36 @@ describe.each(testStores())("API on %s", (store) => {
       expect(rows).toEqual([{ status: "backlog" }])
     })
 
+    it("creates no labels for a PATCH refused with 403 or 404, and lets an admin change and delete", async () => {
+      const t = await s.request<Task>("POST", "/api/tasks", { key: alice.key, body: { title: "Alice's labels" } })
+      const body = { labels: ["refused-label-403"] }
+      expectError(await s.request("PATCH", `/api/tasks/${t.body.id}`, { key: bob.key, body }), 403, "FORBIDDEN")
+      expectError(
+        await s.request("PATCH", "/api/tasks/999999", { key: bob.key, body: { labels: ["refused-label-404"] } }),
+        404,
+        "NOT_FOUND"
+      )
+      const refused = await s.query("SELECT name FROM labels WHERE name IN (?, ?)", [
+        "refused-label-403",
+        "refused-label-404"
+      ])
+      expect(refused).toEqual([])
+
+      const changed = await s.request<Task>("PATCH", `/api/tasks/${t.body.id}`, {
+        key: s.adminKey,
+        body: { status: "done", labels: ["by-admin"] }
+      })
+      expect(changed.status).toBe(200)
+      expect(changed.body).toMatchObject({ status: "done", labels: ["by-admin"] })
+      // The label is the task owner's, not the admin's.
+      const owners = await s.query<{ owner_id: string }>("SELECT owner_id FROM labels WHERE name = ?", ["by-admin"])
+      expect(owners).toEqual([{ owner_id: alice.id }])
+      const deleted = await s.request("DELETE", `/api/tasks/${t.body.id}`, { key: s.adminKey })
+      expect(deleted.status).toBe(200)
+      expect(await s.query("SELECT id FROM tasks WHERE id = ?", [t.body.id])).toEqual([])
+      expectError(await s.request("DELETE", `/api/tasks/${t.body.id}`, { key: s.adminKey }), 404, "NOT_FOUND")
+    })
+
     it("answers 404 for a well-formed missing id and 400 for a malformed one", async () => {
       expectError(await s.request("GET", "/api/tasks/999999", { key: alice.key }), 404, "NOT_FOUND")
       for (const bad of ["abc", "0", "-1", "1.5", "1e3", "0x10", "99999999999999999"]) {

@@ -121,14 +121,19 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
       /** `PATCH /api/tasks/:id`; `body` as a client sends it ({@link TaskUpdate}). */
       update: fn("Tasks.update")(function* (actor: Actor, id: TaskId, body: unknown) {
         const patch = yield* decodeUpdate(body)
-        const current = yield* load(actor, id)
+        // A user's own PATCH without a project change is checked by the UPDATE itself (`AND
+        // owner_id = ?`), so the common case reads nothing first; an admin's needs the owner for the
+        // labels, and a project change is checked in the order the rules give (task, then project).
+        const guarded = !seesAll(actor) && patch.project_id === undefined
+        const ownerId = guarded ? actor.userId : (yield* load(actor, id)).owner_id
         yield* checkProject(actor, patch.project_id)
         const at = now()
         const next = yield* repo.transaction(
           Effect.gen(function* () {
-            const resolved =
-              patch.labels === undefined ? undefined : yield* resolveLabels(current.owner_id, patch.labels, at)
-            const row = yield* repo.patch(id, { ...patch, labels: resolved?.labels }, at)
+            const resolved = patch.labels === undefined ? undefined : yield* resolveLabels(ownerId, patch.labels, at)
+            const row = yield* repo.patch(id, { ...patch, labels: resolved?.labels }, at, guarded ? ownerId : undefined)
+            // Missing or another user's: the 404 or 403, failing inside so new labels roll back.
+            if (row === undefined && guarded) yield* load(actor, id)
             if (row === undefined) return row
             yield* events.append([...(resolved?.events ?? []), taskUpdated(row)], at)
             return row
@@ -139,20 +144,32 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         return yield* toTask(next)
       }),
       delete: fn("Tasks.delete")(function* (actor: Actor, id: TaskId) {
-        const current = yield* load(actor, id)
-        if (yield* repo.hasRunningRun(id)) {
-          return yield* new Conflict({
-            message: "the task has a running agent run; stop it first",
-            details: { reason: "run_running" }
-          })
-        }
-        yield* repo.transaction(
+        // One guarded DELETE (owner and no running run); only when it deletes nothing is the reason
+        // looked up, in the order of the rules: 404, 403, then 409.
+        const deleted = yield* repo.transaction(
           Effect.gen(function* () {
-            // Deleted meanwhile by someone else: nothing happened here, nothing to announce.
-            if ((yield* repo.delete(id)) === 0) return
-            yield* events.append([taskDeleted(current)], now())
+            const row = yield* repo.deleteIdle(id, seesAll(actor) ? undefined : actor.userId)
+            if (row !== undefined) yield* events.append([taskDeleted(row)], now())
+            return row
           })
         )
+        if (deleted === undefined) {
+          const current = yield* load(actor, id)
+          if (yield* repo.hasRunningRun(id)) {
+            return yield* new Conflict({
+              message: "the task has a running agent run; stop it first",
+              details: { reason: "run_running" }
+            })
+          }
+          // Its run finished between the two looks: delete it now.
+          yield* repo.transaction(
+            Effect.gen(function* () {
+              // Deleted meanwhile by someone else: nothing happened here, nothing to announce.
+              if ((yield* repo.delete(id)) === 0) return
+              yield* events.append([taskDeleted(current)], now())
+            })
+          )
+        }
         return { success: true as const }
       })
     }

@@ -86,6 +86,14 @@ export interface TaskFilter {
 export const taskColumns =
   "id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at"
 
+const runningRun = "SELECT 1 FROM runs WHERE task_id = tasks.id AND status = 'running'"
+
+interface DeletedRow {
+  readonly id: TaskId
+  readonly owner_id: string
+  readonly project_id: ProjectId | null
+}
+
 const q = {
   get: statement<TaskRow>("tasks.get", `SELECT ${taskColumns} FROM tasks WHERE id = ?`),
   // The task and its runs in one statement: one index probe on SQLite, one round trip on PostgreSQL.
@@ -102,6 +110,16 @@ const q = {
     "INSERT INTO tasks (owner_id, project_id, title, description, status, priority, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
   ),
   delete: statement("tasks.delete", "DELETE FROM tasks WHERE id = ?"),
+  // Ownership and the running-run rule checked by the DELETE itself: one statement for the
+  // common case; the caller looks closer only when nothing was deleted.
+  deleteIdle: statement<DeletedRow>(
+    "tasks.deleteIdle",
+    `DELETE FROM tasks WHERE id = ? AND NOT EXISTS (${runningRun}) RETURNING id, owner_id, project_id`
+  ),
+  deleteIdleOwned: statement<DeletedRow>(
+    "tasks.deleteIdleOwned",
+    `DELETE FROM tasks WHERE id = ? AND owner_id = ? AND NOT EXISTS (${runningRun}) RETURNING id, owner_id, project_id`
+  ),
   running: statement<{ one: number }>(
     "tasks.running",
     "SELECT 1 AS one FROM runs WHERE task_id = ? AND status = 'running' LIMIT 1"
@@ -119,17 +137,18 @@ const patchable = ["title", "description", "status", "priority", "labels", "proj
 // older than the one before it.
 const patchStatements = new Map<string, Statement<TaskRow>>()
 
-const patchStatement = (change: TaskChange) => {
+const patchStatement = (change: TaskChange, owned: boolean) => {
   const fields = patchable.filter((field) => change[field] !== undefined)
-  const key = fields.join(",")
+  const key = `${fields.join(",")}${owned ? "|owned" : ""}`
   let found = patchStatements.get(key)
   if (found === undefined) {
     const set = fields.map((field) => `${field} = ?, `).join("")
+    const where = owned ? "id = ? AND owner_id = ?" : "id = ?"
     found = statement<TaskRow>(
       `tasks.patch.${key}`,
-      `UPDATE tasks SET ${set}updated_at = MAX(?, updated_at) WHERE id = ? RETURNING ${taskColumns}`,
+      `UPDATE tasks SET ${set}updated_at = MAX(?, updated_at) WHERE ${where} RETURNING ${taskColumns}`,
       toPgPlaceholders(
-        `UPDATE tasks SET ${set}updated_at = GREATEST(?, updated_at) WHERE id = ? RETURNING ${taskColumns}`
+        `UPDATE tasks SET ${set}updated_at = GREATEST(?, updated_at) WHERE ${where} RETURNING ${taskColumns}`
       )
     )
     patchStatements.set(key, found)
@@ -243,15 +262,28 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
           ]),
           (r) => Number(r?.id) as TaskId
         ),
-      /** Changes the fields given (`project_id: null` clears it); the row as stored, or `undefined` if it is gone. */
-      patch: (id: TaskId, change: TaskChange, at: string) => {
-        const { statement, params } = patchStatement(change)
+      /**
+       * Changes the fields given (`project_id: null` clears it); the row as stored, or `undefined` if
+       * it is gone or, when `ownerId` is given, belongs to someone else.
+       */
+      patch: (id: TaskId, change: TaskChange, at: string, ownerId?: string) => {
+        const { statement, params } = patchStatement(change, ownerId !== undefined)
         params.push(at, id)
+        if (ownerId !== undefined) params.push(ownerId)
         return Effect.map(store.get(statement, params), (row) =>
           row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
         )
       },
-      delete: (id: TaskId) => store.run(q.delete, [id])
+      delete: (id: TaskId) => store.run(q.delete, [id]),
+      /**
+       * Deletes the task unless a run of it is running or, when `ownerId` is given, it belongs to
+       * someone else; the deleted row's identity, or `undefined` when nothing was deleted.
+       */
+      deleteIdle: (id: TaskId, ownerId?: string) =>
+        Effect.map(
+          ownerId === undefined ? store.get(q.deleteIdle, [id]) : store.get(q.deleteIdleOwned, [id, ownerId]),
+          (row): DeletedRow | undefined => (row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId })
+        )
     }
   })
 }) {}
