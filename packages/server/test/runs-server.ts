@@ -3,7 +3,7 @@
  * (`node packages/cli/dist/main.js serve`, rebuilt when the sources are newer), its store (a
  * SQLite file in the data directory, or a fresh PostgreSQL database), and a small HTTP client.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -79,6 +79,13 @@ export interface ServerOptions {
   /** Run it as this user (the test runs as root). */
   readonly user?: { readonly uid: number; readonly gid: number }
 }
+
+/**
+ * Can `user` start the built CLI from this checkout? Not when the checkout sits under a directory
+ * only its owner may enter (a clone in a `mktemp -d` directory, mode 0700).
+ */
+export const checkoutReachableBy = (user: { readonly uid: number; readonly gid: number }): boolean =>
+  spawnSync("/bin/sh", ["-c", 'cd "$1"', "sh", ROOT], { uid: user.uid, gid: user.gid }).status === 0
 
 /** A test server's environment: PATH and HOME, no rate limit to speak of (the tests poll), and `extra`. */
 export const serverEnv = (extra: Record<string, string> = {}): Record<string, string> => ({
