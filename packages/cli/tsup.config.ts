@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "tsup"
 import { copyViewer } from "../../scripts/copy-viewer.mjs"
 
@@ -16,6 +17,11 @@ export default defineConfig({
   treeshake: true,
   noExternal: [/^(?!better-sqlite3|@node-rs\/argon2|pg-native)/],
   external: ["better-sqlite3", "@node-rs/argon2", "pg-native"],
+  // @effect/cli's file-option parsers, never called here: 230 KB less to compile at every start.
+  esbuildOptions: (options) => {
+    const standIn = fileURLToPath(new URL("./src/unused-parsers.ts", import.meta.url))
+    options.alias = { yaml: standIn, toml: standIn, ini: standIn }
+  },
   // The API reference viewer is a file the server serves, not code: it goes beside the bundle.
   onSuccess: async () => copyViewer("dist"),
   banner: {

@@ -207,16 +207,6 @@ export const serve = async (
     ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
     ...(options.eventsMaxBufferedBytes === undefined ? {} : { maxBufferedBytes: options.eventsMaxBufferedBytes })
   })
-  // Whether agent runs are sandboxed here, said once at start: the operator must know.
-  await managed.runPromise(
-    Effect.flatMap(Runs, (runs) => runs.sandboxStatus).pipe(
-      Effect.flatMap(({ mode, detail }) =>
-        mode === "bwrap"
-          ? Effect.logInfo(`agent sandbox: ${detail}`)
-          : Effect.logWarning(`agent sandbox ${mode}: ${detail}`)
-      )
-    )
-  )
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject)
     server.listen(options.port, options.host, () => {
@@ -224,6 +214,19 @@ export const serve = async (
       resolve()
     })
   })
+  // Whether agent runs are sandboxed here, said once at start: the operator must know. Found out
+  // (two short bwrap runs) while the server already answers: nothing else waits for it.
+  void managed
+    .runPromise(
+      Effect.flatMap(Runs, (runs) => runs.sandboxStatus).pipe(
+        Effect.flatMap(({ mode, detail }) =>
+          mode === "bwrap"
+            ? Effect.logInfo(`agent sandbox: ${detail}`)
+            : Effect.logWarning(`agent sandbox ${mode}: ${detail}`)
+        )
+      )
+    )
+    .catch(() => undefined)
   const port = (server.address() as AddressInfo).port
   const host = options.host.includes(":") ? `[${options.host}]` : options.host
   let closing: Promise<void> | undefined
