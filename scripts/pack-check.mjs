@@ -185,7 +185,8 @@ const vitest = await run(
   consumer,
   process.execPath,
   [join(consumer, "node_modules", "vitest", "vitest.mjs"), "run", "--root", join(consumer, "vitest-harness")],
-  { timeout: 120_000 }
+  // Plain text to match: with CI set (as CI services set it), vitest's colours are on even in a pipe.
+  { timeout: 120_000, env: { NO_COLOR: "1" } }
 )
 if (!/Tests\s+4 passed/.test(vitest)) fail(`the vitest-harness suite did not pass:\n${vitest}`)
 else console.log("  vitest-harness: ok")
