@@ -57,8 +57,11 @@ describe("the SQLite checkpointer", () => {
             largest = Math.max(largest, walSize(file))
           }
         }
-        // Without checkpoints these inserts leave well over 100 MB of log.
-        assert.isBelow(largest, 64 * 1024 * 1024, `log reached ${largest} bytes`)
+        // Without checkpoints these inserts leave about 250 MB of log. Bounded here is about 40 MB
+        // (the request connection's own checkpoint every 10,000 pages); the margin is for a machine
+        // so busy that the worker, descheduled in the middle of a checkpoint, holds the checkpoint
+        // lock a while (seen once at 105 MB with two test runs sharing two cores).
+        assert.isBelow(largest, 160 * 1024 * 1024, `log reached ${largest} bytes`)
       }).pipe(
         Effect.provide(layer),
         Effect.andThen(
