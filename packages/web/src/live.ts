@@ -84,9 +84,13 @@ class LiveUpdates {
     }
   }
 
+  private topics(): Array<string> {
+    return [...BASE_TOPICS, ...this.runTopics.keys()]
+  }
+
   private subscribe(): void {
     if (this.socket?.readyState !== WebSocket.OPEN) return
-    this.socket.send(JSON.stringify({ type: "subscribe", topics: [...BASE_TOPICS, ...this.runTopics.keys()] }))
+    this.socket.send(JSON.stringify({ type: "subscribe", topics: this.topics() }))
   }
 
   private setMode(mode: LiveMode): void {
@@ -104,6 +108,10 @@ class LiveUpdates {
     url.protocol = location.protocol === "https:" ? "wss:" : "ws:"
     const resuming = this.lastId !== undefined
     if (this.lastId !== undefined) url.searchParams.set("since", String(this.lastId))
+    // Subscribed from the upgrade on: a `subscribe` message sent once the socket opens would leave
+    // a moment, after the board says "Live", in which a change is neither sent nor polled for.
+    const topics = this.topics().join(",")
+    url.searchParams.set("topics", topics)
     let socket: WebSocket
     try {
       socket = new WebSocket(url)
@@ -116,7 +124,8 @@ class LiveUpdates {
       this.retryMs = RETRY_FIRST_MS
       this.stopPolling()
       this.setMode("live")
-      this.subscribe()
+      // A run's log opened while the socket was connecting.
+      if (this.topics().join(",") !== topics) this.subscribe()
       // Without `since` the events between the views' last load and now are not replayed.
       if (!resuming) this.refresh()
     }

@@ -42,10 +42,13 @@ describe("live updates over the events socket", () => {
   }
   const push = (type: string, data: unknown) =>
     current().route.send(JSON.stringify({ id: nextId++, type, timestamp: new Date().toISOString(), data }))
+  // The socket's subscription: its last `subscribe` message, else the `topics` it connected with.
   const lastTopics = () =>
     current()
       .received.filter((m) => m.type === "subscribe")
-      .at(-1)?.topics ?? []
+      .at(-1)?.topics ??
+    current().url.searchParams.get("topics")?.split(",") ??
+    []
 
   beforeAll(async () => {
     server = await startServer()
@@ -96,6 +99,10 @@ describe("live updates over the events socket", () => {
     await expect.poll(() => page.locator(".live-text").textContent()).toBe("Live")
     expect(current().url.pathname).toBe("/api/events")
     expect(current().url.searchParams.has("since")).toBe(false)
+    // Subscribed by the upgrade itself, so nothing can slip between "Live" and a subscription.
+    expect(current().url.searchParams.get("topics")?.split(",")).toEqual(
+      expect.arrayContaining(["tasks", "projects", "labels", "runs"])
+    )
     await expect.poll(() => lastTopics()).toEqual(expect.arrayContaining(["tasks", "projects", "labels", "runs"]))
   })
 
