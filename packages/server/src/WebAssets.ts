@@ -6,7 +6,8 @@
  * Content-Security-Policy that allows only this origin (no inline script, no other host).
  *
  * The app's own routes (`/`, `/tasks/:id`, `/projects`, `/settings/keys`, `/settings/agents`)
- * answer `index.html`; any other path is declined, so the caller's JSON 404 stands.
+ * answer `index.html`; another method on them is 405 with `Allow` (OPTIONS: 204); any other path is
+ * declined, so the caller's JSON 404 stands.
  */
 import { createHash } from "node:crypto"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
@@ -27,7 +28,10 @@ export interface SiteRequest {
   respond(status: number, headers: Array<string>, body: string | Uint8Array): void
 }
 
-/** Answers a GET or HEAD for the web app, or declines (false) so the caller answers instead. */
+/**
+ * Answers a request on one of the web app's paths (GET and HEAD with the file; OPTIONS and other
+ * methods with `Allow`), or declines (false) so the caller answers instead.
+ */
 export interface WebAssets {
   /** Where the files were read from. */
   readonly root: string
@@ -134,6 +138,30 @@ const loadAsset = (file: string, url: string): Asset => {
   }
 }
 
+/** What the app's paths answer to: the API lists OPTIONS in `Allow` as well, since it answers it. */
+const ALLOW = "GET, HEAD, OPTIONS"
+
+/**
+ * Another method on one of the app's paths: `OPTIONS` is 204 with `Allow`, anything else 405 with
+ * `Allow` and the API's error envelope, as the API answers a known path with another method.
+ */
+const otherMethod = (request: SiteRequest): void => {
+  const headers = ["allow", ALLOW, "x-content-type-options", "nosniff", "cache-control", "no-store"]
+  if (request.method === "OPTIONS") {
+    request.respond(204, headers, "")
+    return
+  }
+  const body = JSON.stringify({
+    error: {
+      code: "METHOD_NOT_ALLOWED",
+      message: `${request.method} is not allowed on ${request.pathname}; allowed: ${ALLOW}`,
+      details: { allow: ALLOW.split(", ") }
+    }
+  })
+  headers.push("content-type", "application/json; charset=utf-8", "content-length", String(Buffer.byteLength(body)))
+  request.respond(405, headers, body)
+}
+
 /** Which encodings the client accepts (`q=0` refuses one). */
 const accepts = (header: string | undefined, coding: string): boolean => {
   if (header === undefined) return false
@@ -187,10 +215,13 @@ export const loadWebAssets = (root: string | undefined = findWebRoot()): WebAsse
 
   const serve = (request: SiteRequest): boolean => {
     const { method, pathname } = request
-    if (method !== "GET" && method !== "HEAD") return false
     if (pathname === "/api" || pathname.startsWith("/api/")) return false
     const asset = assets.get(pathname) ?? (CLIENT_ROUTES.some((r) => r.test(pathname)) ? index : undefined)
     if (asset === undefined) return false
+    if (method !== "GET" && method !== "HEAD") {
+      otherMethod(request)
+      return true
+    }
     const headers = [
       "content-type",
       asset.type,

@@ -118,13 +118,43 @@ describe("serving the web app", () => {
     expect(revalidated.status).toBe(304)
   })
 
-  it("answers HEAD with the headers and no body, and never answers other methods", async () => {
+  it("answers HEAD with the headers and no body", async () => {
     const head = await raw(`${server.url}/projects`, "HEAD", { "accept-encoding": "br" })
     expect(head.status).toBe(200)
     expect(head.body.length).toBe(0)
     expect(Number(head.headers["content-length"])).toBeGreaterThan(0)
-    const post = await raw(`${server.url}/projects`, "POST")
-    expect(post.status).toBe(404)
+  })
+
+  it("answers another method on the app's paths with 405 and Allow, OPTIONS with 204 and Allow", async () => {
+    const script = scripts[0] ?? ""
+    for (const path of ["/", "/tasks/12", "/projects", "/settings/keys", "/settings/agents", script, "/favicon.svg"]) {
+      for (const method of ["POST", "PUT", "PATCH", "DELETE"]) {
+        const r = await raw(server.url + path, method)
+        expect(r.status, `${method} ${path}`).toBe(405)
+        expect(r.headers.allow, `${method} ${path}`).toBe("GET, HEAD, OPTIONS")
+        expect(r.headers["content-type"]).toBe("application/json; charset=utf-8")
+        const body = JSON.parse(r.body.toString("utf8")) as { error: { code: string; message: string } }
+        expect(body.error.code).toBe("METHOD_NOT_ALLOWED")
+        expect(body.error.message).toBe(`${method} is not allowed on ${path}; allowed: GET, HEAD, OPTIONS`)
+      }
+      const options = await raw(server.url + path, "OPTIONS")
+      expect(options.status, `OPTIONS ${path}`).toBe(204)
+      expect(options.headers.allow).toBe("GET, HEAD, OPTIONS")
+      expect(options.body.length).toBe(0)
+      // Not a CORS preflight answer: no other origin is let in.
+      expect(options.headers["access-control-allow-origin"]).toBeUndefined()
+    }
+    // A body sent with the refused method does not stall the connection.
+    const withBody = await fetch(`${server.url}/`, { method: "POST", body: "x".repeat(100_000) })
+    expect(withBody.status).toBe(405)
+    // The API answers its own paths the same way, and paths that are neither stay 404.
+    const api = await raw(`${server.url}/api/tasks`, "DELETE")
+    expect(api.status).toBe(405)
+    expect(api.headers.allow).toContain("GET")
+    for (const method of ["POST", "OPTIONS"]) {
+      const r = await raw(`${server.url}/nope`, method)
+      expect(r.status, `${method} /nope`).toBe(404)
+    }
   })
 
   it("leaves a hostile Host header out of the policy", async () => {
