@@ -95,4 +95,31 @@ describe("makeEffectClient (Effect face)", () => {
     expect(got).toMatchObject({ id: created.id, title: "From Effect", priority: "urgent", agent_runs: [] })
     expect(Either.isLeft(missing) && missing.left).toBeInstanceOf(NotFound)
   })
+
+  it("lists without paging parameters (the defaults apply) and with them", async () => {
+    // Made in process, with an expiry without milliseconds: stored normalised, so it decodes here.
+    await h.tw.keys.create({
+      user: h.user.id,
+      name: "expiring",
+      scopes: ["tasks:read"],
+      expires: "2099-01-01T00:00:00Z"
+    })
+    await h.as.tasks.create({ title: "Listed by Effect" })
+    const program = Effect.gen(function* () {
+      const client = yield* makeEffectClient({ baseUrl: h.url, apiKey: h.user.key })
+      return {
+        tasks: yield* client.tasks.list({ urlParams: {} }),
+        page: yield* client.tasks.list({ urlParams: { limit: 1, offset: 0 } }),
+        projects: yield* client.projects.list({ urlParams: {} }),
+        labels: yield* client.labels.list({ urlParams: {} }),
+        keys: yield* client.keys.list({ urlParams: {} })
+      }
+    }).pipe(Effect.provide(FetchHttpClient.layer))
+    const { tasks, page, projects, labels, keys } = await Effect.runPromise(program)
+    for (const list of [tasks, projects, labels, keys]) expect(list).toMatchObject({ limit: 50, offset: 0 })
+    expect(tasks.tasks.map((t) => t.title)).toContain("Listed by Effect")
+    expect(page.tasks).toHaveLength(1)
+    expect(page.limit).toBe(1)
+    expect(keys.keys.find((k) => k.name === "expiring")?.expires_at).toBe("2099-01-01T00:00:00.000Z")
+  })
 })

@@ -10,7 +10,7 @@ import {
 import { Schema } from "effect"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
-import { Success } from "./Common.js"
+import { contractQuery, Success } from "./Common.js"
 
 const KeyPath = Schema.Struct({ id: ApiKeyId })
 
@@ -18,7 +18,7 @@ const KeyPath = Schema.Struct({ id: ApiKeyId })
 export class KeysGroup extends HttpApiGroup.make("keys")
   .add(
     HttpApiEndpoint.get("list", "/api/keys")
-      .setUrlParams(ApiKeyListQuery)
+      .setUrlParams(contractQuery(ApiKeyListQuery))
       .addSuccess(ApiKeyList)
       .annotate(RequiredScope, "authenticated")
       .annotate(OpenApi.Summary, "List API keys")

@@ -2,11 +2,12 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Label, LabelCreate, LabelList, LabelListQuery } from "@taskwright/domain"
 import { ConflictError, ForbiddenError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
+import { contractQuery } from "./Common.js"
 
 export class LabelsGroup extends HttpApiGroup.make("labels")
   .add(
     HttpApiEndpoint.get("list", "/api/labels")
-      .setUrlParams(LabelListQuery)
+      .setUrlParams(contractQuery(LabelListQuery))
       .addSuccess(LabelList)
       .annotate(RequiredScope, "tasks:read")
       .annotate(OpenApi.Summary, "List labels")

@@ -11,14 +11,14 @@ import {
 import { Schema } from "effect"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
-import { Success } from "./Common.js"
+import { contractQuery, Success } from "./Common.js"
 
 const ProjectPath = Schema.Struct({ id: ProjectId })
 
 export class ProjectsGroup extends HttpApiGroup.make("projects")
   .add(
     HttpApiEndpoint.get("list", "/api/projects")
-      .setUrlParams(ProjectListQuery)
+      .setUrlParams(contractQuery(ProjectListQuery))
       .addSuccess(ProjectList)
       .annotate(RequiredScope, "projects:read")
       .annotate(OpenApi.Summary, "List projects")

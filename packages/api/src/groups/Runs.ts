@@ -3,6 +3,7 @@ import { Run, RunId, RunLogs, RunLogsParams, RunStart, RunStarted } from "@taskw
 import { Schema } from "effect"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
+import { contractQuery } from "./Common.js"
 import { TaskPath } from "./Tasks.js"
 
 export const RunPath = Schema.Struct({ run_id: RunId })
@@ -38,7 +39,7 @@ export class RunsGroup extends HttpApiGroup.make("runs")
   .add(
     HttpApiEndpoint.get("logs", "/api/runs/:run_id/logs")
       .setPath(RunPath)
-      .setUrlParams(RunLogsParams)
+      .setUrlParams(contractQuery(RunLogsParams))
       .addSuccess(RunLogs)
       .addError(NotFoundError)
       .annotate(RequiredScope, "tasks:read")

@@ -11,7 +11,7 @@ import {
 import { Schema } from "effect"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
-import { Success } from "./Common.js"
+import { contractQuery, Success } from "./Common.js"
 
 export const TaskPath = Schema.Struct({ id: TaskIdFromString })
 
@@ -19,7 +19,7 @@ export const TaskPath = Schema.Struct({ id: TaskIdFromString })
 export class TasksGroup extends HttpApiGroup.make("tasks")
   .add(
     HttpApiEndpoint.get("list", "/api/tasks")
-      .setUrlParams(TaskListQuery)
+      .setUrlParams(contractQuery(TaskListQuery))
       .addSuccess(TaskList)
       .annotate(RequiredScope, "tasks:read")
       .annotate(OpenApi.Summary, "List tasks")
