@@ -38,6 +38,12 @@ export interface TaskwrightOptions {
   readonly projectsRoot?: string
   /** Agent runs at once (default 4). */
   readonly maxRuns?: number
+  /**
+   * Hours the event log keeps events for replays (`events.subscribe(..., { since })`); older ones
+   * are pruned at start and every 10 minutes (default 168: 7 days; `TASKWRIGHT_EVENT_RETENTION_HOURS`
+   * for the server).
+   */
+  readonly eventRetentionHours?: number
   /** `"auto"` (default) sandboxes every agent run; `"off"` runs agents as plain child processes. */
   readonly sandbox?: SandboxMode
   /** Agents to configure at start, over `agents.json` (`command`, `enabled`, `model`, `env`, ...). */
@@ -90,6 +96,11 @@ export const chooseDataDir = (options: TaskwrightOptions): DataDirChoice => {
 
 /** The engine's settings for these options, with the data directory chosen. */
 export const toSettings = (options: TaskwrightOptions, dataDir: string): TaskwrightSettings => {
+  const retention = options.eventRetentionHours
+  // Zero or less would prune every event as it is written.
+  if (retention !== undefined && !(Number.isFinite(retention) && retention > 0)) {
+    throw new RangeError(`eventRetentionHours must be a positive number of hours, not ${retention}`)
+  }
   const auth: AuthSettings = {
     ...defaultAuthSettings,
     publicUrl: Option.map(Option.fromNullable(options.publicUrl), (u) => u.replace(/\/+$/, "")),
@@ -106,6 +117,7 @@ export const toSettings = (options: TaskwrightOptions, dataDir: string): Taskwri
     databaseUrl: Option.fromNullable(options.database),
     projectsRoot: Option.map(Option.fromNullable(options.projectsRoot), (p) => resolve(p)),
     maxRuns: options.maxRuns ?? 4,
+    ...(retention === undefined ? {} : { eventRetentionHours: retention }),
     auth,
     sandbox: options.sandbox ?? "auto",
     ...(options.github?.apiUrl === undefined ? {} : { githubApiUrl: options.github.apiUrl }),

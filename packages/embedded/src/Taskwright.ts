@@ -29,9 +29,7 @@ import {
   Events,
   type EventTopic,
   errorWire,
-  Forbidden,
   grantableScopes,
-  hasScope,
   invalidInput,
   type KeyUsageReport,
   type Label,
@@ -67,7 +65,7 @@ import {
   type User,
   Users
 } from "@taskwright/core"
-import type { UserRow } from "@taskwright/core/internal"
+import { requireScope, type UserRow } from "@taskwright/core/internal"
 import {
   contractRoutes,
   type HttpFaceOptions,
@@ -155,7 +153,11 @@ export interface Taskwright {
     }): Promise<Json<typeof User> & { readonly admin: boolean }>
   }
   readonly keys: {
-    /** An API key for a user (id or email), answered with its secret this once. */
+    /**
+     * An API key for a user (id or email), answered with its secret this once. Decoded as the keys
+     * endpoint's body (`expires` as its `expires_at`), so it is refused as over HTTP, with the same
+     * envelope: `name` 1-100 characters, 1-20 known scopes the user may hold, an expiry in the future.
+     */
     create(input: {
       readonly user: string
       readonly name: string
@@ -171,12 +173,23 @@ export interface Taskwright {
    * given: ownership and scopes are enforced as over HTTP.
    */
   as(user: string, options?: { readonly scopes?: ReadonlyArray<Scope> }): TaskwrightAs
-  /** The whole HTTP API, `(Request) => Promise<Response>`, for fetch-style frameworks. */
+  /**
+   * `tw.http().handler`: the whole HTTP API at the root, `(Request) => Promise<Response>`, for
+   * fetch-style frameworks. Under a path prefix: `tw.http({ prefix: "/tasks-api" }).handler`.
+   */
   readonly handler: (request: Request) => Promise<Response>
-  /** The whole HTTP API as a `node:http` listener (Express and friends strip their mount path themselves). */
+  /**
+   * `tw.http().nodeHandler`: the whole HTTP API at the root as a `node:http` listener (Express's
+   * `app.use("/tasks-api", tw.nodeHandler)` strips its mount path itself). Under a path prefix,
+   * for hosts that do not strip it: `tw.http({ prefix: "/tasks-api" }).nodeHandler`.
+   */
   readonly nodeHandler: TaskwrightHttpFaces["nodeHandler"]
-  /** The HTTP faces mounted under a path prefix (`/tasks-api`), for hosts that do not strip it. */
-  http(options: HttpFaceOptions): TaskwrightHttpFaces
+  /**
+   * The HTTP faces of the whole API — `handler` (fetch-style), `nodeHandler` (`node:http`),
+   * `nodeUpgrade` (the events socket) and `app` (Effect) — answering at the root, or under
+   * `prefix` (`/tasks-api`) and nowhere else. The same faces for the same prefix on every call.
+   */
+  http(options?: HttpFaceOptions): TaskwrightHttpFaces
   /** The Effect face: the engine's runtime, its services as a layer, and the API as an `HttpApp`. */
   readonly effect: {
     readonly runtime: EngineRuntime
@@ -219,13 +232,25 @@ const noStore: RequestContext = {
 
 const lifetime = /^([1-9][0-9]{0,4})([dh])$/
 
-const expiryOf = (expires: string | Date | undefined): string | null => {
-  if (expires === undefined) return null
-  if (expires instanceof Date) return expires.toISOString()
+/** An expiry as the keys endpoint takes it: a lifetime (`90d`, `12h`) or a `Date` turned into an instant. */
+const expiryOf = (expires: unknown): unknown => {
+  if (expires instanceof Date) return Number.isNaN(expires.getTime()) ? String(expires) : expires.toISOString()
+  if (typeof expires !== "string") return expires
   const m = lifetime.exec(expires)
   if (m === null) return expires
   const hours = Number(m[1]) * (m[2] === "d" ? 24 : 1)
   return new Date(Date.now() + hours * 3_600_000).toISOString()
+}
+
+const isRecord = (input: unknown): input is Readonly<Record<string, unknown>> =>
+  typeof input === "object" && input !== null && !Array.isArray(input)
+
+/** `input` with `defaults` for the fields it leaves out; anything but an object is left for the service to refuse. */
+const withDefaults = (input: unknown, defaults: Readonly<Record<string, unknown>>): unknown => {
+  if (!isRecord(input)) return input
+  const out: Record<string, unknown> = { ...input }
+  for (const [key, value] of Object.entries(defaults)) if (out[key] === undefined) out[key] = value
+  return out
 }
 
 /** The error a caller sees for a failed exit, as the HTTP API would answer it. */
@@ -296,50 +321,50 @@ export const createTaskwright = async (options: TaskwrightOptions = {}): Promise
     const entry = routes.get(name)
     if (entry === undefined) return Promise.reject(new Error(`no operation ${name}`))
     const { route } = entry
-    const program = Effect.suspend(() => {
-      const requirement = route.requirement
-      if (requirement !== "authenticated" && requirement !== "public" && !hasScope(actor, requirement)) {
-        return Effect.fail(
-          new Forbidden({
-            message: `this credential lacks the ${requirement} scope`,
-            details: { required_scope: requirement }
-          })
-        )
-      }
-      let path: unknown
-      if (route.decodePath !== undefined) {
-        const raw = Object.fromEntries(Object.entries(input.path ?? {}).map(([k, v]) => [k, String(v)]))
-        const decoded = route.decodePath(raw)
-        // The same 400 the HTTP API answers for a malformed id.
-        if (decoded._tag === "Left") return Effect.fail(invalidInput(decoded.left, "path"))
-        path = decoded.right
-      }
-      const handler = route.handler
-      if (handler === undefined) return Effect.die(new Error(`no handler for ${name}`))
-      return handler({
-        actor,
-        path,
-        urlParams: input.query ?? {},
-        payload: input.body,
-        request: { ...noStore, method: entry.method }
+    const program = Effect.zipRight(
+      requireScope(actor, route.requirement),
+      Effect.suspend(() => {
+        let path: unknown
+        if (route.decodePath !== undefined) {
+          const raw = Object.fromEntries(Object.entries(input.path ?? {}).map(([k, v]) => [k, String(v)]))
+          const decoded = route.decodePath(raw)
+          // The same 400 the HTTP API answers for a malformed id.
+          if (decoded._tag === "Left") return Effect.fail(invalidInput(decoded.left, "path"))
+          path = decoded.right
+        }
+        const handler = route.handler
+        if (handler === undefined) return Effect.die(new Error(`no handler for ${name}`))
+        return handler({
+          actor,
+          path,
+          urlParams: input.query ?? {},
+          payload: input.body,
+          request: { ...noStore, method: entry.method }
+        })
       })
-    })
+    )
     return run(program as Effect.Effect<A, unknown, EngineServices>)
   }
 
   const as = (user: string, asOptions: { readonly scopes?: ReadonlyArray<Scope> } = {}): TaskwrightAs => {
+    // The lookup is kept once it succeeds; a failed one (no such user yet, the store away) is not.
     let actor: Promise<Actor> | undefined
     const resolveActor = () => {
-      actor ??= run(findUser(user)).then((row: UserRow) => {
+      if (actor !== undefined) return actor
+      const lookup = run(findUser(user)).then((row: UserRow): Actor => {
         const own = grantableScopes(Boolean(row.is_admin))
         const narrowed = asOptions.scopes === undefined ? own : own.filter((s) => asOptions.scopes?.includes(s))
         return {
           userId: row.id,
           scopes: new Set(narrowed),
           credential: { kind: "in_process", id: `in_process:${row.id}`, expiresAt: null }
-        } satisfies Actor
+        }
       })
-      return actor
+      actor = lookup
+      lookup.catch(() => {
+        if (actor === lookup) actor = undefined
+      })
+      return lookup
     }
     const op =
       <A>(name: string) =>
@@ -379,28 +404,24 @@ export const createTaskwright = async (options: TaskwrightOptions = {}): Promise
       },
       events: {
         subscribe: (topics, listener, subscribeOptions = {}) =>
-          resolveActor().then((actor) => {
-            if (!hasScope(actor, "tasks:read")) {
-              return Promise.reject(
-                new TaskwrightError("FORBIDDEN", 403, "this credential lacks the tasks:read scope", {
-                  required_scope: "tasks:read"
-                })
-              )
-            }
-            return run(
-              Effect.flatMap(Events, (events) =>
-                events.subscribe({
-                  actor,
-                  ...(topics === undefined ? {} : { topics }),
-                  ...(subscribeOptions.since === undefined ? {} : { since: subscribeOptions.since }),
-                  sink: (message) => {
-                    listener(JSON.parse(message) as EventMessage)
-                    return true
-                  }
-                })
+          resolveActor().then((actor) =>
+            run(
+              Effect.zipRight(
+                requireScope(actor, "tasks:read"),
+                Effect.flatMap(Events, (events) =>
+                  events.subscribe({
+                    actor,
+                    ...(topics === undefined ? {} : { topics }),
+                    ...(subscribeOptions.since === undefined ? {} : { since: subscribeOptions.since }),
+                    sink: (message) => {
+                      listener(JSON.parse(message) as EventMessage)
+                      return true
+                    }
+                  })
+                )
               )
             ).then((subscription) => subscription.close)
-          })
+          )
       },
       keys: {
         list: (query) => op<never>("keys.list")({ query }),
@@ -412,7 +433,16 @@ export const createTaskwright = async (options: TaskwrightOptions = {}): Promise
     }
   }
 
-  const faces = makeHttpFaces(runtime)
+  // One set of faces per prefix, made on first use: `tw.handler` is `tw.http().handler`.
+  const facesByPrefix = new Map<string, TaskwrightHttpFaces>()
+  const http = (httpOptions: HttpFaceOptions = {}): TaskwrightHttpFaces => {
+    if (httpOptions.site !== undefined) return makeHttpFaces(runtime, httpOptions)
+    const key = httpOptions.prefix ?? ""
+    const made = facesByPrefix.get(key) ?? makeHttpFaces(runtime, httpOptions)
+    facesByPrefix.set(key, made)
+    return made
+  }
+  const faces = http()
   let closing: Promise<void> | undefined
 
   return {
@@ -422,12 +452,8 @@ export const createTaskwright = async (options: TaskwrightOptions = {}): Promise
       create: (input) =>
         run(
           Effect.flatMap(Users, (users) =>
-            users.create({
-              email: input.email,
-              name: input.name,
-              password: input.password ?? null,
-              admin: input.admin ?? false
-            } satisfies NewUser)
+            // The service decodes what it is given: a host's bad input is refused there, as over the CLI.
+            users.create(withDefaults(input, { password: null, admin: false }) as NewUser)
           )
         )
     },
@@ -436,12 +462,14 @@ export const createTaskwright = async (options: TaskwrightOptions = {}): Promise
         run(
           Effect.gen(function* () {
             const users = yield* Users
-            const user = yield* findUser(input.user)
-            return yield* users.createKey({
-              userId: user.id,
-              name: input.name,
-              scopes: input.scopes,
-              expiresAt: expiryOf(input.expires)
+            if (!isRecord(input)) return yield* users.createKeyFor(input)
+            // The keys endpoint's body, decoded by the service: what HTTP refuses is refused here, alike.
+            const { user, expires, ...body } = input
+            const userId = typeof user === "string" && user.includes("@") ? (yield* users.findByEmail(user)).id : user
+            return yield* users.createKeyFor({
+              ...body,
+              user_id: userId,
+              ...(expires === undefined ? {} : { expires_at: expiryOf(expires) })
             })
           })
         ),
@@ -457,7 +485,7 @@ export const createTaskwright = async (options: TaskwrightOptions = {}): Promise
     as,
     handler: faces.handler,
     nodeHandler: faces.nodeHandler,
-    http: (httpOptions) => makeHttpFaces(runtime, httpOptions),
+    http,
     effect: {
       runtime: managed,
       layer: Layer.succeedContext(runtime.context),

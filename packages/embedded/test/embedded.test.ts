@@ -13,15 +13,7 @@ import { type Actor, Tasks, UserId } from "@taskwright/core"
 import { createTaskwright, type Taskwright, TaskwrightError } from "@taskwright/embedded"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-
-const rejection = async (promise: Promise<unknown>): Promise<TaskwrightError> => {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e
-  )
-  if (!(error instanceof TaskwrightError)) throw new Error(`expected a TaskwrightError, got ${String(error)}`)
-  return error
-}
+import { rejection } from "./rejection.js"
 
 describe("createTaskwright on an in-memory store", () => {
   let tw: Taskwright

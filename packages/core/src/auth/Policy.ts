@@ -1,4 +1,4 @@
-import { type Actor, Forbidden, NotFound, owns } from "@taskwright/domain"
+import { type Actor, Forbidden, hasScope, NotFound, owns, type Scope } from "@taskwright/domain"
 import { Effect } from "effect"
 
 /**
@@ -16,3 +16,20 @@ export const authorizeOwned = <Row extends { readonly owner_id: string }>(
     : owns(actor, row.owner_id)
       ? Effect.succeed(row)
       : Effect.fail(new Forbidden({ message: `${resource} ${id} belongs to another user`, details: { resource, id } }))
+
+/**
+ * The scope rule of every operation: `"authenticated"` and `"public"` need none; otherwise the
+ * credential must hold the scope (`admin` holds them all), or it is a 403 naming the scope.
+ */
+export const requireScope = (
+  actor: Actor,
+  requirement: Scope | "authenticated" | "public"
+): Effect.Effect<void, Forbidden> =>
+  requirement === "authenticated" || requirement === "public" || hasScope(actor, requirement)
+    ? Effect.void
+    : Effect.fail(
+        new Forbidden({
+          message: `this credential lacks the ${requirement} scope`,
+          details: { required_scope: requirement }
+        })
+      )

@@ -21,9 +21,9 @@ import {
   seesAll,
   type User,
   UserCreate,
-  type UserId
+  UserId
 } from "@taskwright/domain"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { AuthRepo } from "../auth/AuthRepo.js"
 import { hashPassword } from "../auth/Passwords.js"
 import { authorizeOwned } from "../auth/Policy.js"
@@ -35,14 +35,21 @@ import { type ApiKeyRow, type UserRow, UsersRepo } from "./UsersRepo.js"
 /** A new user; decoded with {@link UserCreate}, so a bad email, an empty name or a short password is a 400. */
 export type NewUser = typeof UserCreate.Encoded
 
+/**
+ * A new key for a user (the bootstrap admin's, the CLI's): decoded with {@link ApiKeyCreate} like
+ * the keys endpoint's body, so a bad name, scope or expiry is the same 400 from every face.
+ */
 export interface NewApiKey {
   readonly userId: UserId
   readonly name: string
   readonly scopes: ReadonlyArray<Scope>
+  /** Any ISO 8601 instant in the future (normalised to milliseconds, UTC), or null for never. */
   readonly expiresAt: string | null
 }
 
 const decodeKeyCreate = decoder(ApiKeyCreate, "body")
+// The same body with the user named: a key made without a credential (the CLI, `tw.keys.create`).
+const decodeKeyForUser = decoder(Schema.Struct({ ...ApiKeyCreate.fields, user_id: UserId }), "input")
 const decodeUserCreate = decoder(UserCreate, "input")
 const decodeKeyList = decoder(ApiKeyListParams, "query")
 
@@ -72,13 +79,19 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
     const findUser = (id: string) =>
       Effect.flatMap(repo.userById(id), (row) => (row ? Effect.succeed(row) : Effect.fail(NotFound.of("user", id))))
 
-    /** Creates a key carrying `scopes`, never more than its user may have. The secret is in this answer only. */
-    const createKey = Effect.fn("Users.createKey")(function* (input: NewApiKey) {
-      const user = yield* findUser(input.userId)
+    /**
+     * Stores a key for `userId` from a decoded body, carrying `scopes`, never more than its user
+     * may have. The secret is in this answer only.
+     */
+    const insertKey = Effect.fn("Users.insertKey")(function* (userId: string, input: ApiKeyCreate) {
+      const expiresAt = input.expires_at ?? null
+      if (expiresAt !== null && expiresAt <= now()) {
+        return yield* BadRequest.field("expires_at", "must be in the future")
+      }
+      const user = yield* findUser(userId)
       const allowed = grantableScopes(Boolean(user.is_admin))
       const denied = input.scopes.filter((s) => !allowed.includes(s))
       if (denied.length > 0) return yield* BadRequest.field("scopes", `the user may not hold ${denied.join(", ")}`)
-      if (input.scopes.length === 0) return yield* BadRequest.field("scopes", "choose at least one scope")
       const secret = newApiKeySecret()
       const row: ApiKeyRow & { secret_hash: string } = {
         id: newApiKeyId(),
@@ -87,7 +100,7 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
         prefix: displayPrefix(secret),
         scopes: [...new Set(input.scopes)].join(","),
         created_at: now(),
-        expires_at: input.expiresAt,
+        expires_at: expiresAt,
         revoked_at: null,
         last_used_at: null,
         secret_hash: hashSecret(secret)
@@ -95,6 +108,20 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
       yield* repo.insertKey(row)
       return { ...toApiKey(row), secret } satisfies ApiKeyWithSecret
     })
+
+    /**
+     * A key for the user named by the body's `user_id`, with no credential to bound its scopes
+     * (the CLI, the in-process API's `tw.keys.create`): the keys endpoint's body, decoded and
+     * refused the same way.
+     */
+    const createKeyFor = Effect.fn("Users.createKeyFor")(function* (body: unknown) {
+      const input = yield* decodeKeyForUser(body)
+      return yield* insertKey(input.user_id, input)
+    })
+
+    /** {@link createKeyFor} with the fields typed. */
+    const createKey = (input: NewApiKey) =>
+      createKeyFor({ user_id: input.userId, name: input.name, scopes: input.scopes, expires_at: input.expiresAt })
 
     /**
      * Revokes at once: the next request with the key, or with a token made from it, is refused.
@@ -189,6 +216,7 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
         return { ...toUser(row), admin: input.admin }
       }),
       createKey,
+      createKeyFor,
       listKeys: (userId: string | null) => Effect.map(repo.keys(userId), (rows) => rows.map(toApiKey)),
       findKey: (id: string) =>
         Effect.flatMap(repo.keyById(id), (row) =>
@@ -217,11 +245,7 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
             details: { scopes: beyond }
           })
         }
-        const expiresAt = input.expires_at ?? null
-        if (expiresAt !== null && expiresAt <= now()) {
-          return yield* BadRequest.field("expires_at", "must be in the future")
-        }
-        return yield* createKey({ userId, name: input.name, scopes: input.scopes, expiresAt })
+        return yield* insertKey(userId, input)
       }),
       listKeysAs: Effect.fn("Users.listKeysAs")(function* (actor: Actor, query: unknown) {
         const params = yield* decodeKeyList(query)
