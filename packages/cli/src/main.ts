@@ -8,6 +8,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import {
   allScopes,
   coreLayer,
+  loggerLayer,
   type Scope,
   settingsFromEnv,
   TaskwrightConfig,
@@ -16,7 +17,7 @@ import {
 } from "@taskwright/core"
 import { migrate, StoreUnmigrated } from "@taskwright/core/internal"
 import { serve, VERSION } from "@taskwright/server"
-import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Console, Duration, Effect, Layer, Option, Redacted } from "effect"
 
 const dataDir = Options.directory("data-dir").pipe(
   Options.withDescription("where the SQLite file, agents.json and worktrees live (default ./data)"),
@@ -260,8 +261,12 @@ const reportFailure = (error: unknown) =>
     process.exitCode = 1
   })
 
+// Every command logs to stderr through one logger, the engine's logs included: stdout carries only
+// the command's output, so `--json` output stays JSON. A defect is logged there too, not by runMain
+// (its logger writes to stdout).
 cli(process.argv).pipe(
   Effect.catchAll(reportFailure),
-  Effect.provide(NodeContext.layer),
-  NodeRuntime.runMain({ disableErrorReporting: false })
+  Effect.tapErrorCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(cause))),
+  Effect.provide(Layer.merge(NodeContext.layer, loggerLayer("stderr"))),
+  NodeRuntime.runMain({ disableErrorReporting: true, disablePrettyLogger: true })
 )

@@ -4,6 +4,7 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
+import Database from "better-sqlite3"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 const bin = join(__dirname, "..", "dist", "main.js")
@@ -108,6 +109,60 @@ describe("taskwright CLI", () => {
     const revoked = await cli(["keys", "revoke", created.id, "--data-dir", dir, "--json"])
     expect(revoked.code).toBe(0)
     expect(JSON.parse(revoked.stdout).revoked_at).not.toBeNull()
+  })
+
+  it("refuses the users and keys the API refuses, with its messages, and stores none of them", async () => {
+    const data = join(dir, "refusals")
+    const store = ["--data-dir", data, "--json"]
+    expect((await cli(["users", "create", ...store, "--email", "eve@example.com", "--name", "Eve"])).code).toBe(0)
+    const users: Array<[ReadonlyArray<string>, string]> = [
+      [["--email", "not an email", "--name", "N"], "must be an email address"],
+      [["--email", "n@example.com", "--name", "  "], "name must not be empty"],
+      [["--email", "n@example.com", "--name", "x".repeat(201)], "name must be at most 200 characters"],
+      [["--email", "n@example.com", "--name", "N", "--password", "short"], "password must be at least 8 characters"]
+    ]
+    for (const [args, message] of users) {
+      const r = await cli(["users", "create", ...store, ...args])
+      expect(r.code, args.join(" ")).toBe(1)
+      expect(r.stdout).toBe("")
+      expect(JSON.parse(r.stderr).error.message).toContain(message)
+    }
+    const key = (...args: ReadonlyArray<string>) =>
+      cli(["keys", "create", ...store, "--user", "eve@example.com", "--scopes", "tasks:read", ...args])
+    const keys: Array<[ReadonlyArray<string>, string]> = [
+      [["--name", ""], "a key name must be 1 to 100 characters long"],
+      [["--name", "   "], "a key name must be 1 to 100 characters long"],
+      [["--name", "x".repeat(5000)], "a key name must be 1 to 100 characters long"],
+      [["--name", "ok", "--expires", "bogus"], "--expires takes a lifetime like 90d or 12h"]
+    ]
+    for (const [args, message] of keys) {
+      const r = await key(...args)
+      expect(r.code, args.join(" ").slice(0, 40)).toBe(1)
+      expect(r.stdout).toBe("")
+      expect(JSON.parse(r.stderr).error.message).toContain(message)
+    }
+    const made = await key("--name", "  trimmed  ")
+    expect(JSON.parse(made.stdout)).toMatchObject({ name: "trimmed", scopes: ["tasks:read"], expires_at: null })
+    const listed = JSON.parse((await cli(["keys", "list", ...store])).stdout) as { keys: Array<{ name: string }> }
+    expect(listed.keys.map((k) => k.name)).toEqual(["trimmed"])
+  })
+
+  it("logs to stderr, engine logs included, so --json output on stdout stays JSON", async () => {
+    const data = join(dir, "logs")
+    expect((await cli(["users", "create", "--data-dir", data, "--email", "l@example.com", "--name", "L"])).code).toBe(0)
+    // A store whose event log is gone: the engine's background pruning fails and says so in a log line.
+    const db = new Database(join(data, "taskwright.db"))
+    db.exec("DROP TABLE events")
+    db.close()
+    for (const args of [
+      ["keys", "list"],
+      ["users", "create", "--email", "m@example.com", "--name", "M"]
+    ]) {
+      const r = await cli([...args, "--data-dir", data, "--json"])
+      expect(r.code).toBe(0)
+      expect(r.stderr).toMatch(/^\[taskwright\] WARN pruning old events failed/m)
+      expect(() => JSON.parse(r.stdout)).not.toThrow()
+    }
   })
 
   it("serves on the given port, writes the admin key 0600, and the key works", async () => {
