@@ -3,25 +3,55 @@
  * every endpoint, over HTTP and through the in-process API (`tw.as(user)`, which reaches the
  * services without any HTTP decoding in front). Each answer is a 2xx or a 4xx in the envelope (a
  * `TaskwrightError` in-process), and a 4xx leaves the database exactly as it was: no bad input is
- * stored, whichever face it came through.
+ * stored, whichever face it came through. API keys and users are fuzzed too (the keys endpoint, and
+ * in-process `as(user).keys`, the operator's `tw.keys.create` and `tw.users.create`), and what was
+ * stored afterwards reads back in the contract's shapes.
  */
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { TaskwrightError } from "@taskwright/api"
+import { ApiKeyList, User } from "@taskwright/core"
 import { createHarness, type Harness, startTestServer, type TestServer, testStores } from "@taskwright/testing"
+import { Schema } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 const snapshot = async (s: Pick<TestServer, "query">) =>
   JSON.stringify(
     await s.query(
-      "SELECT (SELECT COUNT(*) FROM tasks) AS t, (SELECT COUNT(*) FROM projects) AS p, (SELECT COUNT(*) FROM labels) AS l, (SELECT COALESCE(MAX(updated_at), '') FROM tasks) AS u, (SELECT COALESCE(SUM(n), 0) FROM task_counts) AS c"
+      "SELECT (SELECT COUNT(*) FROM tasks) AS t, (SELECT COUNT(*) FROM projects) AS p, (SELECT COUNT(*) FROM labels) AS l, (SELECT COALESCE(MAX(updated_at), '') FROM tasks) AS u, (SELECT COALESCE(SUM(n), 0) FROM task_counts) AS c, (SELECT COUNT(*) FROM api_keys) AS k, (SELECT COUNT(*) FROM users) AS us"
     )
   )
 
 const validTask = { title: "A task", description: "text", priority: "high", labels: ["a", "b"] }
 const validLabel = { name: "Label", color: "#123456" }
+const validKey = { name: "CI", scopes: ["tasks:read", "tasks:write"], expires_at: "2099-01-01T00:00:00Z" }
+const validUser = { email: "fuzz@example.test", name: "Fuzz", admin: false }
+
+/**
+ * Every stored key and user reads back in the contract's shapes (an expiry with its milliseconds,
+ * a trimmed name of 1-100 characters), whatever was sent to make them.
+ */
+const storedReadBack = async (s: Pick<TestServer, "query">) => {
+  const keys = await s.query<Record<string, unknown>>(
+    "SELECT id, name, prefix, scopes, user_id, created_at, expires_at, revoked_at, last_used_at FROM api_keys"
+  )
+  const list = {
+    keys: keys.map((k) => ({ ...k, scopes: String(k.scopes).split(",") })),
+    total: keys.length,
+    limit: 1,
+    offset: 0
+  }
+  expect(() => Schema.decodeUnknownSync(Schema.Struct({ keys: ApiKeyList.fields.keys }))(list)).not.toThrow()
+  for (const key of keys) expect(String(key.name).trim()).toBe(key.name)
+  const users = await s.query<Record<string, unknown>>("SELECT id, email, name FROM users")
+  for (const user of users) {
+    expect(() => Schema.decodeUnknownSync(User)(user)).not.toThrow()
+    expect(String(user.name).trim()).toBe(user.name)
+    expect(String(user.name).length).toBeGreaterThan(0)
+  }
+}
 
 /** A valid body with one field replaced, removed or added. */
 const mutated = (valid: Record<string, unknown>) =>
@@ -50,7 +80,7 @@ const pathSegment = fc.oneof(
   fc.constantFrom("0", "-1", "1e3", "0x1", "99999999999999999999", "%00", "..", "proj_", "proj_xxxxxxxxxxxxxxxx!")
 )
 const query = fc.dictionary(
-  fc.constantFrom("status", "priority", "project_id", "limit", "offset", "cascade", "x"),
+  fc.constantFrom("status", "priority", "project_id", "user_id", "limit", "offset", "cascade", "x"),
   fc.oneof(fc.string(), fc.integer().map(String))
 )
 
@@ -121,6 +151,13 @@ describe.each(testStores())("bad input on %s", (store) => {
       { numRuns: runs }
     )
   })
+  it("POST /api/keys", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyBody(validKey), (body) => send("POST", "/api/keys", body)),
+      { numRuns: runs }
+    )
+    await storedReadBack(s)
+  })
   it("ids in every path", async () => {
     await fc.assert(
       fc.asyncProperty(
@@ -130,7 +167,9 @@ describe.each(testStores())("bad input on %s", (store) => {
           ["PATCH", "/api/tasks/"],
           ["DELETE", "/api/tasks/"],
           ["GET", "/api/projects/"],
-          ["DELETE", "/api/projects/"]
+          ["DELETE", "/api/projects/"],
+          ["DELETE", "/api/keys/"],
+          ["GET", "/api/keys/"]
         ),
         (id, [method, prefix]) =>
           send(method, prefix + encodeURIComponent(id), method === "PATCH" ? { status: "done" } : undefined)
@@ -140,7 +179,7 @@ describe.each(testStores())("bad input on %s", (store) => {
   })
   it("query strings on every list", async () => {
     await fc.assert(
-      fc.asyncProperty(query, fc.constantFrom("/api/tasks", "/api/projects", "/api/labels"), (q, path) =>
+      fc.asyncProperty(query, fc.constantFrom("/api/tasks", "/api/projects", "/api/labels", "/api/keys"), (q, path) =>
         send("GET", `${path}?${new URLSearchParams(q).toString()}`)
       ),
       { numRuns: runs }
@@ -210,30 +249,45 @@ describe.each(testStores())("bad input through the in-process API on %s", (store
       { numRuns: runs }
     )
   })
-  it("ids of every operation", async () => {
+  const { expires_at: _, ...keyFields } = validKey
+  it.each<readonly [string, () => Record<string, unknown>, (input: unknown) => Promise<unknown>]>([
+    ["as(user).keys.create", () => validKey, (input) => h.as.keys.create(bad(input))],
+    // The operator's: a key for any user, its expiry a lifetime.
+    [
+      "tw.keys.create",
+      () => ({ ...keyFields, user: h.user.id, expires: "90d" }),
+      (input) => h.tw.keys.create(bad(input))
+    ],
+    ["tw.users.create", () => validUser, (input) => h.tw.users.create(bad(input))]
+  ])("%s, and what it stored reads back", async (name, valid, operation) => {
     await fc.assert(
-      fc.asyncProperty(pathSegment, fc.constantFrom("get", "update", "delete", "project", "deleteProject"), (id, op) =>
-        call(`${op} ${JSON.stringify(id)}`, () => {
-          switch (op) {
-            case "get":
-              return h.as.tasks.get(bad(id))
-            case "update":
-              return h.as.tasks.update(bad(id), { status: "done" })
-            case "delete":
-              return h.as.tasks.delete(bad(id))
-            case "project":
-              return h.as.projects.get(id)
-            default:
-              return h.as.projects.delete(id)
-          }
-        })
+      fc.asyncProperty(anyBody(valid()), (body) =>
+        call(`${name} ${JSON.stringify(body)}`, () => operation(value(body)))
+      ),
+      { numRuns: runs }
+    )
+    await storedReadBack(h)
+  })
+  it("ids of every operation", async () => {
+    const byId: Record<string, (id: string) => Promise<unknown>> = {
+      get: (id) => h.as.tasks.get(bad(id)),
+      update: (id) => h.as.tasks.update(bad(id), { status: "done" }),
+      delete: (id) => h.as.tasks.delete(bad(id)),
+      project: (id) => h.as.projects.get(id),
+      deleteProject: (id) => h.as.projects.delete(id),
+      revokeKey: (id) => h.as.keys.revoke(id),
+      keyUsage: (id) => h.as.keys.usage(id)
+    }
+    await fc.assert(
+      fc.asyncProperty(pathSegment, fc.constantFrom(...Object.keys(byId)), (id, op) =>
+        call(`${op} ${JSON.stringify(id)}`, () => byId[op]?.(id) ?? Promise.reject(new Error(op)))
       ),
       { numRuns: runs }
     )
   })
   it("queries of every list", async () => {
     await fc.assert(
-      fc.asyncProperty(query, fc.constantFrom("tasks", "projects", "labels"), (q, list) =>
+      fc.asyncProperty(query, fc.constantFrom("tasks", "projects", "labels", "keys"), (q, list) =>
         call(`${list} ${JSON.stringify(q)}`, () => h.as[list].list(bad(q)))
       ),
       { numRuns: runs }
