@@ -7,7 +7,10 @@
  *   `NodeHttpServer` on a real socket, through the typed client;
  * - the in-process API: `tw.as(user)`, the same methods with the same arguments;
  *
- * each on a fresh engine, and the three transcripts (status, and body or error envelope, of every
+ * The in-process face's operator operations are in it too: `tw.keys.create` (a key for any user,
+ * no credential) answers as the admin's `POST /api/keys` with `user_id` does over HTTP.
+ *
+ * Each on a fresh engine, and the three transcripts (status, and body or error envelope, of every
  * step) must be identical once ids, secrets, timestamps and temporary paths are normalised. Then
  * requests only HTTP can make (malformed JSON, unknown routes and methods, HEAD, OPTIONS, no
  * credential, the documents) must be answered alike by the two HTTP faces.
@@ -24,7 +27,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /** What a user can do: the typed client's resource groups, which `tw.as(user)` must match. */
 type Ops = TaskwrightOperations
-type Actor = "ada" | "bob" | "admin" | "adaReadOnly"
+/** `operator`: the admin over HTTP; in process, the admin with `tw.keys.create` for keys.create. */
+type Actor = "ada" | "bob" | "admin" | "adaReadOnly" | "operator"
 
 interface Face {
   readonly name: string
@@ -64,11 +68,15 @@ const makeFace = async (name: "fast" | "effect" | "in-process"): Promise<Face> =
   git(site, "init", "-q", "-b", "main")
   git(site, "commit", "-q", "--allow-empty", "-m", "initial")
   if (name === "in-process") {
+    // The keys endpoint's body as `tw.keys.create` takes it: `user` and `expires` for `user_id` and `expires_at`.
+    const operatorCreate: Ops["keys"]["create"] = ({ user_id, expires_at, ...rest }) =>
+      h.tw.keys.create(bad({ ...rest, user: user_id, ...(expires_at === undefined ? {} : { expires: expires_at }) }))
     const as: Record<Actor, Ops> = {
       ada: h.as,
       bob: h.tw.as(bob.id),
       admin: h.admin,
-      adaReadOnly: h.tw.as(h.user.id, { scopes: ["tasks:read"] })
+      adaReadOnly: h.tw.as(h.user.id, { scopes: ["tasks:read"] }),
+      operator: { ...h.admin, keys: { ...h.admin.keys, create: operatorCreate } }
     }
     return { name, h, ops: (actor) => as[actor], lastStatus: () => undefined, url: undefined, close: () => h.close() }
   }
@@ -89,7 +97,8 @@ const makeFace = async (name: "fast" | "effect" | "in-process"): Promise<Face> =
     ada: client(h.user.key),
     bob: client(bob.key),
     admin: client(h.adminKey),
-    adaReadOnly: client(readOnly.secret)
+    adaReadOnly: client(readOnly.secret),
+    operator: client(h.adminKey)
   }
   return {
     name,
@@ -585,6 +594,92 @@ const scenario: ReadonlyArray<Step> = [
     run: (o) => o.keys.create({ name: "x", scopes: ["tasks:read"], expires_at: "2000-01-01T00:00:00.000Z" })
   },
   {
+    name: "a key with an empty name",
+    endpoint: "keys.create",
+    actor: "ada",
+    run: (o) => o.keys.create(bad({ name: "", scopes: ["tasks:read"] }))
+  },
+  {
+    name: "a key with scopes as a string",
+    endpoint: "keys.create",
+    actor: "ada",
+    run: (o) => o.keys.create(bad({ name: "x", scopes: "tasks:read" }))
+  },
+  {
+    name: "a key with an expiry that is not a time",
+    endpoint: "keys.create",
+    actor: "ada",
+    run: (o) => o.keys.create({ name: "x", scopes: ["tasks:read"], expires_at: "bogus" })
+  },
+  {
+    name: "a key expiring at a time without milliseconds",
+    endpoint: "keys.create",
+    actor: "ada",
+    run: (o) => o.keys.create({ name: "no ms", scopes: ["tasks:read"], expires_at: "2099-01-01T02:00:00+02:00" })
+  },
+  // Keys made by the operator: the admin's POST /api/keys with user_id, in process tw.keys.create.
+  {
+    name: "the operator makes Ada a key",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) => o.keys.create({ user_id: str(c, "ada"), name: "  deploy  ", scopes: ["tasks:read", "tasks:write"] })
+  },
+  {
+    name: "the operator gives Ada admin",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) => o.keys.create({ user_id: str(c, "ada"), name: "x", scopes: ["admin"] })
+  },
+  {
+    name: "the operator's key with a NUL in its name",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) => o.keys.create({ user_id: str(c, "ada"), name: "a\u0000b", scopes: ["tasks:read"] })
+  },
+  {
+    name: "the operator's key with a 5,000-character name",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) => o.keys.create({ user_id: str(c, "ada"), name: "x".repeat(5000), scopes: ["tasks:read"] })
+  },
+  {
+    name: "the operator's key with scopes as a string",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) => o.keys.create(bad({ user_id: str(c, "ada"), name: "x", scopes: "tasks:read" }))
+  },
+  {
+    name: "the operator's key with an expiry that is not a time",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) => o.keys.create({ user_id: str(c, "ada"), name: "x", scopes: ["tasks:read"], expires_at: "bogus" })
+  },
+  {
+    name: "the operator's key that expired",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) =>
+      o.keys.create({ user_id: str(c, "ada"), name: "x", scopes: ["tasks:read"], expires_at: "2000-01-01T00:00:00Z" })
+  },
+  {
+    name: "the operator's key with an unknown field",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o, c) => o.keys.create(bad({ user_id: str(c, "ada"), name: "x", scopes: ["tasks:read"], extra: 1 }))
+  },
+  {
+    name: "the operator's key for a malformed user id",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o) => o.keys.create({ user_id: "usr_!", name: "x", scopes: ["tasks:read"] })
+  },
+  {
+    name: "the operator's key for a missing user",
+    endpoint: "keys.create",
+    actor: "operator",
+    run: (o) => o.keys.create({ user_id: "usr_0000000000000000", name: "x", scopes: ["tasks:read"] })
+  },
+  {
     name: "list keys",
     endpoint: "keys.list",
     actor: "ada",
@@ -623,7 +718,7 @@ interface Outcome {
 }
 
 const runScenario = async (face: Face): Promise<ReadonlyArray<Outcome>> => {
-  const ctx: Context = { site: join(face.h.projectsRoot, "site") }
+  const ctx: Context = { site: join(face.h.projectsRoot, "site"), ada: face.h.user.id }
   const out: Array<Outcome> = []
   for (const step of scenario) {
     try {
@@ -702,6 +797,11 @@ describe("one contract across the fast HTTP face, the Effect-native HTTP face an
     expect(status("get a missing task")).toBe(404)
     expect(status("the same label again")).toBe(409)
     expect(status("run the scripted agent")).toBe(201)
+    expect(status("the operator makes Ada a key")).toBe(201)
+    expect(status("the operator gives Ada admin")).toBe(400)
+    expect(status("the operator's key with scopes as a string")).toBe(400)
+    expect(status("the operator's key that expired")).toBe(400)
+    expect(status("the operator's key for a missing user")).toBe(404)
     expect(fast.find((o) => o.step === "the run, once it has ended")?.body).toMatchObject({ status: "completed" })
     expect(fast.filter((o) => o.status === undefined)).toEqual([])
   })
