@@ -242,7 +242,7 @@ export class Users extends Effect.Service<Users>()("@taskwright/core/Users", {
         if (beyond.length > 0) {
           return yield* new Forbidden({
             message: `this credential cannot grant ${beyond.join(", ")}`,
-            details: { scopes: beyond }
+            details: { reason: "scope_escalation", scopes: beyond }
           })
         }
         return yield* insertKey(userId, input)

@@ -108,8 +108,9 @@ export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/Use
     const store = yield* StoreTag
 
     // Every request authenticates, so a key's credential row is remembered by its hash. A change to
-    // any key here clears the cache and is announced to other processes, whose store epoch then
-    // moves; a lookup that raced with a change is not remembered (the generation check).
+    // any key here clears the cache once it has committed and is announced to other processes,
+    // whose store epoch then moves; a lookup that raced with a change is not remembered (the
+    // generation check).
     const credentials = new Map<string, KeyCredentialRow>()
     let generation = 0
     let seenEpoch = store.changes.epoch()
@@ -138,14 +139,14 @@ export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/Use
           return row
         })
       })
-    /** Runs a change to keys, then drops every remembered credential here and in other processes. */
+    /**
+     * Runs a change to keys, then drops every remembered credential here and in other processes.
+     * Here, once the change has committed: until then a concurrent lookup still reads the old row
+     * and could remember it after a clear made inside the transaction, so a revoked key would keep
+     * working. The announcement (`NOTIFY`) is delivered on commit by PostgreSQL itself.
+     */
     const changingKeys = <A>(change: Effect.Effect<A, StoreError>) =>
-      change.pipe(
-        Effect.tap(() => {
-          forgetCredentials()
-          return store.changes.announce
-        })
-      )
+      change.pipe(Effect.tap(() => Effect.zipRight(store.afterCommit(forgetCredentials), store.changes.announce)))
 
     return {
       transaction: store.transaction,
