@@ -1,12 +1,13 @@
 /**
  * Project paths tried as a hostile user would: system directories, the service's data directory
  * and its own checkout, another user's repository (directly, from inside, from around it, through
- * a symlink), `file://` clones of someone else's code, and two users racing for one path. With the
+ * a symlink), `file://` and ssh clones, a clone into someone else's tree (refused before anything
+ * is written), a failed or lost clone (nothing left), and two users racing for one path. With the
  * product's default projects root (`<data dir>/projects`), on every store.
  */
 import { execFileSync } from "node:child_process"
 import { existsSync } from "node:fs"
-import { mkdir, mkdtemp, rm, symlink } from "node:fs/promises"
+import { mkdir, mkdtemp, readdir, rm, symlink } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { startTestServer, type TestServer, type TestUser, testStores } from "@taskwright/testing"
@@ -118,6 +119,80 @@ describe.each(testStores())("project paths on %s", (store) => {
     expect(existsSync(target)).toBe(false)
     expect((await create(s.adminKey, { name: "clone", path: target, git_url: `file://${origin}` })).status).toBe(201)
     expect(existsSync(join(target, ".git"))).toBe(true)
+    await rm(origin, { recursive: true, force: true })
+  })
+
+  it("ssh clones are an admin's too (they use the service's ssh identity): 403 naming the rule, nothing cloned", async () => {
+    for (const url of ["ssh://git@github.com/acme/private.git", "git@github.com:acme/private.git"]) {
+      const target = join(root, `ssh-${store}`)
+      const r = await create(mallory.key, { name: "ssh", path: target, git_url: url })
+      expectCode(r, 403, "FORBIDDEN")
+      const error = (r.body as unknown as Envelope & { error: { message: string } }).error
+      expect(error.details).toMatchObject({ field: "git_url", reason: "ssh_clone_needs_admin" })
+      expect(error.message).toMatch(/ssh identity.*only an admin may/)
+      expect(existsSync(target)).toBe(false)
+    }
+  })
+
+  /** Names in `dir`, sorted. */
+  const names = async (dir: string) => (await readdir(dir)).sort()
+
+  it("a clone into another user's tree is refused before anything is written there", async () => {
+    const origin = await mkdtemp(join(tmpdir(), "tw-origin-"))
+    git(origin, "init", "-q")
+    git(origin, "commit", "-q", "--allow-empty", "-m", "mallory's history")
+    const repo = join(root, `alice-tree-${store}`)
+    await mkdir(join(repo, "src"), { recursive: true })
+    expect((await create(alice.key, { name: "Alice's tree", path: repo })).status).toBe(201)
+    const before = await names(repo)
+    const otherAdmin = await s.createUser({ admin: true, scopes: ["admin"] })
+    // An admin may clone file:// URLs, but not into another user's project.
+    for (const path of [join(repo, "x"), join(repo, "src", "deeper", "x")]) {
+      const r = await create(otherAdmin.key, { name: "into alice", path, git_url: `file://${origin}` })
+      expectCode(r, 409, "CONFLICT")
+      expect((r.body as unknown as Envelope).error.details).toMatchObject({ reason: "path_taken" })
+    }
+    // A non-admin with an https URL: refused before git is even started.
+    const r = await create(mallory.key, {
+      name: "into alice",
+      path: join(repo, "y"),
+      git_url: "https://127.0.0.1:9/x.git"
+    })
+    expectCode(r, 409, "CONFLICT")
+    expect(await names(repo)).toEqual(before)
+    expect(await names(join(repo, "src"))).toEqual([])
+    await rm(origin, { recursive: true, force: true })
+  })
+
+  it("a clone that fails leaves nothing behind: not the clone, not its temporary directory, not the directories made for it", async () => {
+    const before = await names(root)
+    const path = join(root, `never-${store}`, "deep", "clone")
+    const r = await create(s.adminKey, { name: "missing", path, git_url: `file://${join(outside, "missing.git")}` })
+    expectCode(r, 400, "BAD_REQUEST")
+    expect(await names(root)).toEqual(before)
+  })
+
+  it("two users cloning into one free path at once: one gets it, the other's clone is removed", async () => {
+    const origin = await mkdtemp(join(tmpdir(), "tw-origin-"))
+    git(origin, "init", "-q")
+    git(origin, "commit", "-q", "--allow-empty", "-m", "history")
+    const otherAdmin = await s.createUser({ admin: true, scopes: ["admin"] })
+    const parent = join(root, `clone-race-${store}`)
+    await mkdir(parent)
+    for (let i = 0; i < 4; i++) {
+      const path = join(parent, `c${i}`)
+      const answers = await Promise.all(
+        [s.adminKey, otherAdmin.key].map((key) => create(key, { name: "race", path, git_url: `file://${origin}` }))
+      )
+      const statuses = answers.map((a) => a.status).sort()
+      expect(statuses[0]).toBe(201)
+      expect([400, 409]).toContain(statuses[1])
+      expect(git(path, "log", "--format=%s").toString().trim()).toBe("history")
+      const rows = await s.query<{ n: number }>("SELECT COUNT(*) AS n FROM projects WHERE path = ?", [path])
+      expect(Number(rows[0]?.n)).toBe(1)
+    }
+    // Only the clones that were recorded: no temporary directory is left.
+    expect(await names(parent)).toEqual(["c0", "c1", "c2", "c3"])
     await rm(origin, { recursive: true, force: true })
   })
 

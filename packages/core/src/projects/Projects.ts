@@ -3,7 +3,8 @@
  * where agents run and commit, so who may use which path is a security boundary:
  *
  * - absolute and normalised; an existing directory unless `git_url` is given (then the
- *   repository is cloned there, and `file://` clones are for admins only: they read the host);
+ *   repository is cloned there, once the path is known to be the actor's to take; `file://` and
+ *   ssh clones are for admins only: they read the host, or use the service's ssh identity);
  * - never the service's data directory, a directory that contains it, or anything inside it
  *   but the projects root (keys, the database, other runs' worktrees live there);
  * - non-admins only inside the projects root (`TASKWRIGHT_PROJECTS_ROOT`, default
@@ -12,7 +13,7 @@
  *   user's project is 409, checked and recorded under one lock so two users cannot race for it.
  */
 
-import { mkdir, realpath, stat } from "node:fs/promises"
+import { mkdir, realpath, rename, rm, rmdir, stat } from "node:fs/promises"
 import { basename, dirname, isAbsolute, join, normalize, relative, sep } from "node:path"
 import {
   type Actor,
@@ -28,14 +29,16 @@ import {
   type ProjectId,
   type ProjectList,
   ProjectListParams,
+  randomBase62,
   seesAll
 } from "@taskwright/domain"
-import { Effect, Option } from "effect"
+import { Effect, Exit, Option } from "effect"
 import { authorizeOwned } from "../auth/Policy.js"
 import { TaskwrightConfig } from "../Config.js"
 import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
 import { cloneRepository } from "../runs/GitWorkspace.js"
+import type { StoreError } from "../store/Store.js"
 import { taskDeleted } from "../tasks/TaskEvents.js"
 import { type ProjectRow, ProjectsRepo, toProject } from "./ProjectsRepo.js"
 
@@ -73,6 +76,55 @@ const placementProblem = (real: string, places: Places, admin: boolean): string 
   }
   if (!admin && (!within(real, places.root) || real === places.root)) return `path must be inside ${places.root}`
   return null
+}
+
+/**
+ * Clone URLs that act with the service's own rights on this host, so only an admin may give one:
+ * `file://` reads its files, ssh authenticates with its identity (keys, agent, known hosts).
+ */
+const adminOnlyClone = (url: string): Forbidden | null => {
+  if (url.startsWith("file:")) {
+    return new Forbidden({
+      message: "cloning a file:// URL reads this host's files: only an admin may",
+      details: { field: "git_url", reason: "file_clone_needs_admin" }
+    })
+  }
+  if (url.startsWith("ssh:") || url.startsWith("git@")) {
+    return new Forbidden({
+      message: "cloning an ssh URL uses this service's own ssh identity (its keys and agent): only an admin may",
+      details: { field: "git_url", reason: "ssh_clone_needs_admin" }
+    })
+  }
+  return null
+}
+
+const pathTaken = () =>
+  new Conflict({
+    message: "another user's project already uses this path, one inside it, or one around it",
+    details: { field: "path", reason: "path_taken" }
+  })
+
+/** The nearest ancestor of `path` (or `path` itself) that exists. */
+const nearestExisting = async (path: string): Promise<string> => {
+  const found = await stat(path).then(
+    () => true,
+    () => false
+  )
+  return found || dirname(path) === path ? path : nearestExisting(dirname(path))
+}
+
+/** Removes `path`, then the directories above it up to (not including) `keep`, as long as they are empty. */
+const removeUpTo = async (path: string, keep: string): Promise<void> => {
+  await rm(path, { recursive: true, force: true }).catch(() => undefined)
+  for (let dir = dirname(path); dir !== keep && within(dir, keep); dir = dirname(dir)) {
+    if (
+      !(await rmdir(dir).then(
+        () => true,
+        () => false
+      ))
+    )
+      return
+  }
 }
 
 const decodeCreate = decoder(ProjectCreate, "body")
@@ -115,6 +167,48 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
       return places
     })
 
+    /**
+     * Clones `url` into a temporary sibling of `path`, then (if `record` claims the path) moves it
+     * into place in the claim's transaction. Whatever was made is removed on any failure, a lost
+     * claim included, along with the directories the clone created above it.
+     */
+    const cloneAndRecord = (
+      url: string,
+      path: string,
+      record: (place: Effect.Effect<void, BadRequest>) => Effect.Effect<boolean, BadRequest | StoreError>
+    ) =>
+      Effect.gen(function* () {
+        const keep = yield* Effect.promise(() => nearestExisting(dirname(path)))
+        const staging = join(dirname(path), `.${basename(path)}.clone-${randomBase62(10)}`)
+        let placed = false
+        const place = Effect.tryPromise({
+          try: () => rename(staging, path),
+          catch: () => BadRequest.field("path", "path must not exist yet when git_url is given")
+        }).pipe(
+          Effect.tap(() => {
+            placed = true
+          })
+        )
+        return yield* Effect.gen(function* () {
+          yield* cloneRepository({ url, path: staging }).pipe(
+            Effect.mapError(
+              (e) => new BadRequest({ message: `cannot clone git_url: ${e.message}`, details: { field: "git_url" } })
+            )
+          )
+          return yield* record(place)
+        }).pipe(
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit) && exit.value
+              ? Effect.void
+              : Effect.promise(async () => {
+                  // Moved in, then rolled back: the path is the clone this request made.
+                  if (placed) await rm(path, { recursive: true, force: true }).catch(() => undefined)
+                  await removeUpTo(staging, keep)
+                })
+          )
+        )
+      })
+
     return {
       load,
       /** `GET /api/projects`; `query` as a client sends it ({@link ProjectListParams}). */
@@ -136,54 +230,45 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
         const path = normalize(input.path).replace(/(.)\/+$/, "$1")
         const gitUrl = input.git_url ?? null
         const admin = seesAll(actor)
-        if (gitUrl?.startsWith("file:") && !admin) {
-          return yield* new Forbidden({
-            message: "cloning a file:// URL reads this host's files: only an admin may",
-            details: { field: "git_url", reason: "file_clone_needs_admin" }
-          })
-        }
+        const forbidden = gitUrl === null || admin ? null : adminOnlyClone(gitUrl)
+        if (forbidden !== null) return yield* forbidden
         const real = yield* Effect.promise(() => resolveReal(path))
         const problem = placementProblem(real, yield* resolvePlaces, admin)
         if (problem !== null) return yield* BadRequest.field("path", problem)
-        if (gitUrl === null) {
-          if (!(yield* directoryExists(path))) {
-            return yield* BadRequest.field(
-              "path",
-              "path must be an existing directory (or give git_url to clone into it)"
-            )
-          }
-        } else {
-          if (yield* pathExists(path))
-            return yield* BadRequest.field("path", "path must not exist yet when git_url is given")
-          yield* cloneRepository({ url: gitUrl, path }).pipe(
-            Effect.mapError(
-              (e) => new BadRequest({ message: `cannot clone git_url: ${e.message}`, details: { field: "git_url" } })
-            )
+        // Before anything is written there: a clone into another user's tree would stay in it.
+        // (Checked again, under the lock, when the project is recorded.)
+        if (yield* repo.claimedByOther(actor.userId, real)) return yield* pathTaken()
+        if (gitUrl === null && !(yield* directoryExists(path))) {
+          return yield* BadRequest.field(
+            "path",
+            "path must be an existing directory (or give git_url to clone into it)"
           )
+        }
+        if (gitUrl !== null && (yield* pathExists(path))) {
+          return yield* BadRequest.field("path", "path must not exist yet when git_url is given")
         }
         const row: ProjectRow & { readonly real_path: string } = {
           id: newProjectId(),
           owner_id: actor.userId,
           name: input.name,
           path,
-          real_path: yield* Effect.promise(() => resolveReal(path)),
+          real_path: real,
           git_url: gitUrl,
           created_at: now()
         }
         const project = toProject(row)
-        const claimed = yield* repo.transaction(
-          Effect.gen(function* () {
-            if (!(yield* repo.insertUnlessClaimed(row))) return false
-            yield* events.append([{ type: "project.created", ownerId: row.owner_id, data: project }], row.created_at)
-            return true
-          })
-        )
-        if (!claimed) {
-          return yield* new Conflict({
-            message: "another user's project already uses this path, one inside it, or one around it",
-            details: { field: "path", reason: "path_taken" }
-          })
-        }
+        /** Records the project unless another owner claimed its path meanwhile, after `place` (in the same transaction). */
+        const record = <E>(place: Effect.Effect<void, E>) =>
+          repo.transaction(
+            Effect.gen(function* () {
+              if (!(yield* repo.insertUnlessClaimed(row))) return false
+              yield* place
+              yield* events.append([{ type: "project.created", ownerId: row.owner_id, data: project }], row.created_at)
+              return true
+            })
+          )
+        const claimed = gitUrl === null ? yield* record(Effect.void) : yield* cloneAndRecord(gitUrl, path, record)
+        if (!claimed) return yield* pathTaken()
         return project
       }),
       /** `DELETE /api/projects/:id`; `query` as a client sends it ({@link ProjectDeleteParams}). */

@@ -89,22 +89,23 @@ export const toProject = (row: ProjectRow): Project => ({
 export class ProjectsRepo extends Effect.Service<ProjectsRepo>()("@taskwright/core/ProjectsRepo", {
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
+    /** Whether another owner's project is at `realPath`, inside it or around it. */
+    const claimedByOther = (ownerId: string, realPath: string) => {
+      const below = realPath === "/" ? "/" : `${realPath}/`
+      return Effect.map(
+        store.get(q.claimedByOther, [ownerId, realPath, below.length, below, JSON.stringify(ancestors(realPath))]),
+        (taken) => taken !== undefined
+      )
+    }
     return {
       get: (id: string) => store.get(q.get, [id]),
+      claimedByOther,
       /** Inserts the project unless another owner's project claims its real path; answers whether it did. */
       insertUnlessClaimed: (row: ProjectRow & { readonly real_path: string }) =>
         store.transaction(
           Effect.gen(function* () {
             yield* store.get(q.lockPaths)
-            const below = row.real_path === "/" ? "/" : `${row.real_path}/`
-            const taken = yield* store.get(q.claimedByOther, [
-              row.owner_id,
-              row.real_path,
-              below.length,
-              below,
-              JSON.stringify(ancestors(row.real_path))
-            ])
-            if (taken !== undefined) return false
+            if (yield* claimedByOther(row.owner_id, row.real_path)) return false
             yield* store.run(q.insert, [
               row.id,
               row.owner_id,
