@@ -1,9 +1,9 @@
-import { readFileSync } from "node:fs"
 import { mkdtemp, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
+import { isRunning } from "@taskwright/testing"
 import { Effect, Fiber } from "effect"
 import { afterAll, beforeAll } from "vitest"
 import {
@@ -52,22 +52,6 @@ const run = async (script: ReadonlyArray<unknown>, overrides: Partial<SpawnAgent
   const { handle, lines } = start(script, overrides)
   const exit = await handle.exit
   return { exit, lines, handle }
-}
-
-/** True while `pid` runs. Zombies count as gone: this sandbox's init does not reap orphans. */
-const isRunning = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ESRCH") return false
-    throw error
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z"
-  } catch {
-    return false
-  }
 }
 
 const waitUntil = async (condition: () => boolean, timeoutMs: number): Promise<boolean> => {
