@@ -3,16 +3,24 @@
  * `tw.keys.create` refuse what the HTTP API refuses, with the same envelope, and store none of it;
  * `tw.as(user)` recovers from a failed lookup; the HTTP faces at the root and under a prefix; a run
  * left `running` by a killed host is recovered as `failed` when the next engine starts on the same
- * store; old events are pruned after `eventRetentionHours`.
+ * store, and old events are pruned after `eventRetentionHours` (on SQLite and PostgreSQL).
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises"
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtemp, rm, writeFile } from "node:fs/promises"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { StoreTag, statement } from "@taskwright/core/internal"
 import { createTaskwright, type Taskwright } from "@taskwright/embedded"
+import {
+  createPgDatabase,
+  defaultRepoFiles,
+  makeRepo,
+  scriptEnv,
+  scriptedAgentPath,
+  testStores
+} from "@taskwright/testing"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { rejection } from "./rejection.js"
@@ -203,15 +211,27 @@ describe("the HTTP faces", () => {
   })
 })
 
-describe("start-up on a file store a previous host left", () => {
+describe.each(testStores())("start-up on a %s store a previous host left", (store) => {
   let dir: string
   /** The engines' data directory (projects live beside it, not inside). */
   let data: string
+  const drops: Array<() => Promise<void>> = []
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "tw-engine-"))
     data = join(dir, "data")
   })
-  afterAll(() => rm(dir, { recursive: true, force: true }))
+  afterAll(async () => {
+    for (const drop of drops) await drop()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  /** A new, empty store: a SQLite file in the data directory, or a PostgreSQL database. */
+  const newStore = async (name: string): Promise<string> => {
+    if (store !== "postgres") return join(data, `${name}.db`)
+    const db = await createPgDatabase("tw_engine")
+    drops.push(db.drop)
+    return db.url
+  }
 
   /**
    * Starts a host process (`vite-node`, running the embedded package's sources) that opens the
@@ -243,8 +263,8 @@ setInterval(() => {}, 60_000)
     )
     const agent = {
       enabled: true,
-      command: [process.execPath, join(ROOT, "packages/testing/bin/scripted-agent.mjs")],
-      env: { TASKWRIGHT_SCRIPT: JSON.stringify([{ stdout: "working" }, { sleep_ms: 60_000 }]) }
+      command: [process.execPath, scriptedAgentPath],
+      env: scriptEnv([{ stdout: "working" }, { sleep_ms: 60_000 }])
     }
     const child = spawn(
       process.execPath,
@@ -282,15 +302,8 @@ setInterval(() => {}, 60_000)
   }
 
   it("recovers a run a killed host left running: failed, with the log line saying why", async () => {
-    const repo = join(dir, "repo")
-    await mkdir(repo)
-    const git = (...args: ReadonlyArray<string>) =>
-      execFileSync("git", ["-c", "user.name=Test", "-c", "user.email=test@example.test", ...args], { cwd: repo })
-    git("init", "-q", "-b", "main")
-    await writeFile(join(repo, "README.md"), "# Crash\n")
-    git("add", "-A")
-    git("commit", "-q", "-m", "initial")
-    const database = join(data, "taskwright.db")
+    const repo = await makeRepo(defaultRepoFiles, dir)
+    const database = await newStore("runs")
 
     const { child, runId } = await hostWithRun(database, repo)
     const gone = new Promise((done) => child.once("exit", done))
@@ -324,7 +337,7 @@ setInterval(() => {}, 60_000)
   }, 60_000)
 
   it("prunes events older than eventRetentionHours at start", async () => {
-    const database = join(data, "events.db")
+    const database = await newStore("events")
     const ids = async (tw: Taskwright) =>
       (await query<{ id: number }>(tw, "SELECT id FROM events ORDER BY id")).map((r) => Number(r.id))
     const first = await createTaskwright({ database, dataDir: data })
