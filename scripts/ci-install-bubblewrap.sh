@@ -11,8 +11,8 @@ if ! command -v bwrap >/dev/null 2>&1; then
 fi
 
 # The same namespaces and mounts every run gets (the service's own probe tries exactly these).
-if ! bwrap --die-with-parent --new-session --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try \
-  --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp -- true; then
+if ! bwrap --unshare-user-try --cap-drop ALL --die-with-parent --new-session --unshare-pid --unshare-ipc \
+  --unshare-uts --unshare-cgroup-try --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp -- true; then
   echo "bwrap is installed but cannot make a sandbox here: the kernel or the container must allow" >&2
   echo "(unprivileged) user namespaces and mounts; see docs/security.md" >&2
   exit 1

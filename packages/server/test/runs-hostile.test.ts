@@ -10,7 +10,10 @@
  *   (the agent itself ignores SIGTERM too);
  * - `git config core.hooksPath` in its worktree, and write the project's own `.git/config` and hooks;
  * - a global git filter in `$HOME/.gitconfig` (and XDG attributes) for the service's own git to run;
- * - a hard link to `/etc/passwd` in its worktree.
+ * - a hard link to `/etc/passwd` in its worktree;
+ * - what root could do (the tests run as root, so the service and its agents do): `umount` what
+ *   hides the data directory, remount `/` read-write, bind-mount `/` to get under the hiding
+ *   mounts, `unshare` a mount namespace to unmount in, go through `/proc/1/root`.
  *
  * Asserted after `POST /api/runs/:id/stop`, after a timeout, and after a SIGKILL of the server and
  * the recovery of the next start: none of it got anywhere. Besides: `TASKWRIGHT_SANDBOX=off` runs
@@ -144,6 +147,18 @@ describe.each(testStores())("hostile agents on %s", (store) => {
       // The tag is put together at run time: the script's own command line must not match it.
       `T=tw-hos; T="\${T}tile-${id}"`,
       'say "start pid $$"',
+      "# What root could do (the service, and so its agents, run as root here): unmount or get under",
+      "# what hides the data directory, remount the host read-write; everything below then tries again.",
+      'say "caps $(grep CapEff /proc/self/status | cut -f2)"',
+      `for d in '${dataDir}' '${projectsRoot}'; do umount -l "$d" 2>/dev/null && say "ESCAPED: unmounted $d"; done`,
+      'mount -o remount,bind,rw / 2>/dev/null && say "ESCAPED: remounted / read-write"',
+      'mount -o remount,rw / 2>/dev/null && say "ESCAPED: remounted the host root read-write"',
+      "mkdir -p /tmp/under && mount --bind / /tmp/under 2>/dev/null &&",
+      `  { say "ESCAPED: bound /"; cat '/tmp/under${dataDir}/admin-key.txt'; echo pwned > '/tmp/under/pwned-${id}'; }`,
+      `unshare -m sh -c 'umount -l "$0" && cat "$0/admin-key.txt"' '${dataDir}' 2>/dev/null && say "ESCAPED: unshare -m"`,
+      `unshare -Urm sh -c 'umount -l "$0" && cat "$0/admin-key.txt"' '${dataDir}' 2>/dev/null && say "ESCAPED: unshare -Urm"`,
+      `cat '/proc/1/root${dataDir}/admin-key.txt' 2>/dev/null && say "ESCAPED: read through /proc/1/root"`,
+      `(echo pwned > '/proc/1/root/pwned-${id}') 2>/dev/null && say "ESCAPED: wrote through /proc/1/root"`,
       "# Walk up from the worktree.",
       'd=$(pwd); while [ "$d" != / ]; do',
       "  for f in admin-key.txt agents.json taskwright.db; do",
@@ -246,7 +261,7 @@ describe.each(testStores())("hostile agents on %s", (store) => {
       expect(text).not.toContain(secret)
     }
     expect(text).not.toContain("SQLite format")
-    for (const escaped of ["hostile: FOUND", "hostile: WROTE", "hostile: LINKED"]) {
+    for (const escaped of ["hostile: FOUND", "hostile: WROTE", "hostile: LINKED", "hostile: ESCAPED"]) {
       expect(
         logs.filter((l) => l.message.startsWith(escaped)).map((l) => l.message),
         escaped
@@ -262,10 +277,16 @@ describe.each(testStores())("hostile agents on %s", (store) => {
       `hostile: sees worktree ${runId}`
     ])
     // The script did run all the way through.
-    for (const line of [`hostile: refused /pwned-${id}`, "hostile: link refused", "hostile: ready"]) {
+    for (const line of [
+      "hostile: caps 0000000000000000",
+      `hostile: refused /pwned-${id}`,
+      "hostile: link refused",
+      "hostile: ready"
+    ]) {
       expect(text).toContain(line)
     }
     expect(text).toMatch(/hostile: set core.hooksPath in .*\/sandboxes\/run_[^/]+\/git/)
+    expect(text).toContain(`The repository borrows objects from ${dataDir} (objects/info/alternates): not shown`)
 
     // The branch has the ordinary work and the symlink, nothing stolen, no hard link.
     const files = git(repo, "ls-tree", "-r", "--name-only", branch).split("\n")
@@ -307,6 +328,8 @@ describe.each(testStores())("hostile agents on %s", (store) => {
     markers = join(root, "markers")
     for (const dir of [dataDir, projectsRoot, serviceHome, markers]) mkdirSync(dir)
     repo = await makeRepo(undefined, projectsRoot)
+    // A hostile repository too: it borrows objects from the data directory, which would show it to the agent.
+    writeFileSync(join(repo, ".git", "objects", "info", "alternates"), `${dataDir}\n`)
     victimRepo = await makeRepo({ "README.md": `victim's project ${VICTIM_SECRET}\n` }, projectsRoot)
     projectGit = {
       config: readFileSync(join(repo, ".git", "config"), "utf8"),

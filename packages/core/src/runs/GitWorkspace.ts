@@ -235,7 +235,9 @@ const realOrSelf = (path: string): Effect.Effect<string> =>
 /**
  * `-c` arguments that disable every clean/smudge/process filter defined in the repository's own
  * config (local or worktree scope): such a filter is a command the repository's owner chose.
- * Filters from the operator's global/system config (git-lfs, ...) keep working.
+ * The global and system config are never read (`GIT_CONFIG_GLOBAL`/`GIT_CONFIG_SYSTEM` are
+ * /dev/null), so no filter of the operator's runs either: with git-lfs, files are committed as
+ * they are in the worktree, not as LFS pointers.
  */
 const filterOverrides = (repoPath: string): Effect.Effect<ReadonlyArray<string>, GitError> =>
   Effect.gen(function* () {
@@ -678,8 +680,13 @@ export const diffStats = Effect.fn("GitWorkspace.diffStats")(function* (options:
 /** An agent's private git directory and the object directories it reads from. */
 export interface AgentGitDir {
   readonly gitDir: string
-  /** The project's object directory and those it borrows from in turn: the sandbox shows them read-only. */
+  /**
+   * The project's object directory and those it borrows from in turn (symlinks resolved), each
+   * one `mayBorrow` accepted: the sandbox shows them read-only.
+   */
   readonly objectDirs: ReadonlyArray<string>
+  /** Object directories the repository names that `mayBorrow` refused: neither shown nor followed. */
+  readonly refused: ReadonlyArray<string>
 }
 
 /** `objects/info/alternates` of `objectsDir`, absolute; relative entries are relative to `objectsDir`. */
@@ -692,15 +699,30 @@ const alternatesOf = async (objectsDir: string): Promise<ReadonlyArray<string>> 
     .map((line) => resolve(objectsDir, line))
 }
 
-/** `dir` and the object directories it borrows from, transitively (git follows at most 5 levels). */
-const objectChain = async (dir: string): Promise<ReadonlyArray<string>> => {
-  const chain = [dir]
+/**
+ * `dir` and the object directories it borrows from, transitively (git follows at most 5 levels),
+ * with symlinks resolved. The repository chooses its alternates: one `mayBorrow` refuses is
+ * neither kept nor followed (its own alternates could name anything).
+ */
+const objectChain = async (
+  dir: string,
+  mayBorrow: (objectsDir: string, own: boolean) => boolean
+): Promise<Pick<AgentGitDir, "objectDirs" | "refused">> => {
+  const chain: Array<string> = []
+  const refused: Array<string> = []
+  const consider = async (path: string, own: boolean) => {
+    const resolved = await realpath(path).catch(() => null)
+    if (resolved === null || chain.includes(resolved) || refused.includes(path)) return
+    if (mayBorrow(resolved, own)) chain.push(resolved)
+    else refused.push(path)
+  }
+  await consider(dir, true)
   for (let i = 0; i < chain.length && chain.length < 64; i++) {
     const current = chain[i]
     if (current === undefined) break
-    for (const next of await alternatesOf(current)) if (!chain.includes(next)) chain.push(next)
+    for (const next of await alternatesOf(current)) await consider(next, false)
   }
-  return chain
+  return { objectDirs: chain, refused }
 }
 
 const copyIfPresent = (from: string, to: string): Promise<void> =>
@@ -721,6 +743,11 @@ export const prepareAgentGitDir = Effect.fn("GitWorkspace.prepareAgentGitDir")(f
   readonly worktreePath: string
   readonly gitDir: string
   readonly branch: string
+  /**
+   * Whether the agent may read an object directory (symlinks resolved): `own` for the project's,
+   * the others are its alternates. Default: every one.
+   */
+  readonly mayBorrow?: (objectsDir: string, own: boolean) => boolean
 }) {
   const invalid = validateBranchName(options.branch)
   if (invalid !== null) return yield* fail(invalid)
@@ -739,7 +766,7 @@ export const prepareAgentGitDir = Effect.fn("GitWorkspace.prepareAgentGitDir")(f
     .split("\n")
     .filter((line) => line !== "" && !line.endsWith(` refs/heads/${options.branch}`))
   const gitDir = absolute(options.gitDir)
-  const objectDirs = yield* Effect.tryPromise({
+  const borrowed = yield* Effect.tryPromise({
     try: async () => {
       for (const dir of ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info"]) {
         await mkdir(join(gitDir, dir), { recursive: true, mode: 0o700 })
@@ -770,12 +797,12 @@ export const prepareAgentGitDir = Effect.fn("GitWorkspace.prepareAgentGitDir")(f
       await copyIfPresent(join(linked, "index"), join(gitDir, "index"))
       await copyIfPresent(join(common, "info", "exclude"), join(gitDir, "info", "exclude"))
       await copyIfPresent(join(common, "shallow"), join(gitDir, "shallow"))
-      return objectChain(objects)
+      return objectChain(objects, options.mayBorrow ?? (() => true))
     },
     catch: (cause) =>
       new GitError({ message: `cannot prepare the agent's git directory: ${String(cause)}`, stderr: "" })
   })
-  return { gitDir, objectDirs } satisfies AgentGitDir
+  return { gitDir, ...borrowed } satisfies AgentGitDir
 })
 
 // ---------------------------------------------------------------------------------------------

@@ -43,11 +43,20 @@ export interface SandboxProbe extends SandboxStatus {
 
 /**
  * What every sandbox is made of, and exactly what the probe tries: its own PID, IPC and UTS
- * (and, where possible, cgroup) namespaces, a new session (no terminal to inject into), death
- * with the service, the host read-only, and fresh `/dev` and `/proc` (the host's processes,
- * the service included, are not in it).
+ * (and, where possible, user and cgroup) namespaces, no capabilities, a new session (no terminal
+ * to inject into), death with the service, the host read-only, and fresh `/dev` and `/proc` (the
+ * host's processes, the service included, are not in it).
+ *
+ * No capabilities matters when the service runs as root: bwrap then keeps root's capabilities
+ * unless told otherwise, and an agent with them could `umount` what hides the data directory or
+ * remount `/` read-write. Without them (and with no new privileges, which bwrap always sets) it
+ * cannot mount, unmount or gain any back. Its own user namespace, where the kernel allows one,
+ * also locks every mount it inherits: not even a namespace it makes itself can undo them.
  */
 const BASE_OPTIONS: ReadonlyArray<string> = [
+  "--unshare-user-try",
+  "--cap-drop",
+  "ALL",
   "--die-with-parent",
   "--new-session",
   "--unshare-pid",
@@ -128,8 +137,9 @@ export const probeSandbox = (mode: SandboxMode, env: Readonly<Record<string, str
     }
     const root =
       process.getuid?.() === 0
-        ? "; the service runs as root, so host files that only root may read stay readable (read-only) " +
-          "to agents outside the directories the sandbox hides: run Taskwright as an unprivileged user"
+        ? "; the service runs as root, so its agents run as root without capabilities: they cannot mount, " +
+          "unmount or write the read-only host, but files root owns stay readable to them outside the " +
+          "directories the sandbox hides (/etc/shadow, ...): run Taskwright as an unprivileged user"
         : ""
     return { mode: "bwrap", bwrap, detail: `agent runs are sandboxed by ${version} (${bwrap})${root}` }
   })
@@ -155,17 +165,20 @@ export const overlaps = (a: string, b: string): boolean => within(a, b) || withi
 /**
  * bwrap's options for `mounts` after the base ones. A mount hides everything below its target,
  * so mounts are made from the shallowest target to the deepest (what is exposed inside a hidden
- * directory is mounted after the hiding), in the given order at equal depth, and of two mounts
- * on one target the later wins. Hidden directories are made read-only last, once every mount
- * point inside them exists.
+ * directory is mounted after the hiding), in the given order at equal depth. Of two mounts on one
+ * target a hiding one wins, whatever comes after it; otherwise the later. Hidden directories are
+ * made read-only last, once every mount point inside them exists.
  */
 export const sandboxArgs = (mounts: ReadonlyArray<Mount>, cwd: string): ReadonlyArray<string> => {
   const ordered = mounts
     .map((mount, index) => ({ mount, index }))
     .sort((a, b) => depth(a.mount.target) - depth(b.mount.target) || a.index - b.index)
     .map(({ mount }) => mount)
-  const last = new Map<string, number>(ordered.map((mount, index) => [mount.target, index]))
-  const kept = ordered.filter((mount, index) => last.get(mount.target) === index)
+  const winner = new Map<string, Mount>()
+  for (const mount of ordered) {
+    if (winner.get(mount.target)?.kind !== "hide") winner.set(mount.target, mount)
+  }
+  const kept = ordered.filter((mount) => winner.get(mount.target) === mount)
   const args: Array<string> = [...BASE_OPTIONS]
   for (const mount of kept) {
     if (mount.kind === "hide") args.push("--tmpfs", mount.target)
@@ -262,32 +275,45 @@ export const prepareSandbox = Effect.fn("Sandbox.prepare")(function* (request: S
   yield* Effect.promise(async () => {
     for (const path of [hostHome, hostTmp]) await mkdir(path, { recursive: true, mode: 0o700 })
   })
-  const agentGit = yield* prepareAgentGitDir({
-    repoPath: request.repoPath,
-    worktreePath: request.worktreePath,
-    gitDir,
-    branch: request.branch
-  })
-  const worktree = real(request.worktreePath) ?? resolve(request.worktreePath)
-  const privateGit = real(agentGit.gitDir) ?? agentGit.gitDir
-  yield* Effect.promise(() => writeFile(dotGit, `gitdir: ${privateGit}\n`))
-
   const dataDir = real(request.dataDir) ?? resolve(request.dataDir)
   const home = homeTarget(request.env.HOME)
   // What no agent may see: these are never shown again, whatever else asks for it.
   const sensitive = [dataDir, ...request.hidden.flatMap((path) => [resolve(path), real(path) ?? resolve(path)])]
+  // Hidden: an empty read-only directory stands in. The home and /tmp are replaced by private ones instead.
   const hides = [
     ...HIDDEN_SYSTEM_DIRS,
     ...(request.env.HOME === undefined ? [] : [request.env.HOME]),
     ...sensitive
   ].flatMap((path) => {
     const dir = realDirectory(path)
-    return dir === null ? [] : [dir]
+    return dir === null || dir === home || dir === "/tmp" ? [] : [dir]
   })
   // Areas the agent does not see as the host has them: hidden, or replaced by private directories.
   const covered = [...hides, home, "/tmp"]
   const showable = (path: string): boolean =>
     covered.some((area) => within(path, area) && path !== area) && !sensitive.some((s) => overlaps(path, s))
+
+  // The repository names the object directories its agent reads (`objects/info/alternates`): any
+  // path on the host. Only the project's own, inside its directory, may be in a hidden area; no
+  // other may be in one, contain one or be the same.
+  const project = real(request.repoPath) ?? resolve(request.repoPath)
+  const mayBorrow = (dir: string, own: boolean): boolean =>
+    (own && within(dir, project)) || ![...covered, ...sensitive].some((area) => overlaps(dir, area))
+  const agentGit = yield* prepareAgentGitDir({
+    repoPath: request.repoPath,
+    worktreePath: request.worktreePath,
+    gitDir,
+    branch: request.branch,
+    mayBorrow
+  })
+  for (const dir of agentGit.refused) {
+    notes.push(
+      `The repository borrows objects from ${dir} (objects/info/alternates): not shown, it is or overlaps a directory the sandbox hides`
+    )
+  }
+  const worktree = real(request.worktreePath) ?? resolve(request.worktreePath)
+  const privateGit = real(agentGit.gitDir) ?? agentGit.gitDir
+  yield* Effect.promise(() => writeFile(dotGit, `gitdir: ${privateGit}\n`))
 
   const exposed: Array<string> = []
   const expose = (path: string | null) => {
@@ -333,10 +359,7 @@ export const prepareSandbox = Effect.fn("Sandbox.prepare")(function* (request: S
     ...pathMounts(request.credentials, "bind-try", "Credentials path"),
     { kind: request.readOnlyWorktree === true ? "ro-bind" : "bind", source: worktree, target: worktree },
     { kind: "bind", source: privateGit, target: privateGit },
-    ...agentGit.objectDirs.flatMap((path): ReadonlyArray<Mount> => {
-      const target = real(path)
-      return target === null ? [] : [{ kind: "ro-bind", source: target, target }]
-    }),
+    ...agentGit.objectDirs.map((target): Mount => ({ kind: "ro-bind", source: target, target })),
     { kind: "ro-bind", source: dotGit, target: join(worktree, ".git") }
   ]
   return {

@@ -750,6 +750,43 @@ describe("the agent's own git directory", () => {
   )
 })
 
+describe("the object directories an agent may borrow", () => {
+  it.effect("are the ones mayBorrow accepts, symlinks resolved; a refused one is not followed", () =>
+    Effect.gen(function* () {
+      const { repo, root } = makeRepo()
+      const wt = join(root, "worktrees", "run_b")
+      yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "b" })
+      // repo -> shared (through a link) -> hidden -> beyond: only the first two may be read.
+      const shared = join(root, "shared", "objects")
+      const hidden = join(root, "hidden", "objects")
+      const beyond = join(root, "beyond", "objects")
+      for (const dir of [shared, hidden, beyond]) mkdirSync(join(dir, "info"), { recursive: true })
+      symlinkSync(shared, join(root, "link"))
+      write(join(repo, ".git", "objects", "info", "alternates"), `${join(root, "link")}\n# a comment\n`)
+      write(join(shared, "info", "alternates"), `../../hidden/objects\n${join(root, "missing")}\n`)
+      write(join(hidden, "info", "alternates"), `${beyond}\n`)
+      const asked: Array<[string, boolean]> = []
+      const prepared = yield* prepareAgentGitDir({
+        repoPath: repo,
+        worktreePath: wt,
+        gitDir: join(root, "sandboxes", "run_b", "git"),
+        branch: "b",
+        mayBorrow: (dir, own) => {
+          asked.push([dir, own])
+          return !dir.startsWith(join(root, "hidden"))
+        }
+      })
+      assert.deepStrictEqual(prepared.objectDirs, [join(repo, ".git", "objects"), shared])
+      assert.deepStrictEqual(prepared.refused, [hidden])
+      assert.deepStrictEqual(asked, [
+        [join(repo, ".git", "objects"), true],
+        [shared, false],
+        [hidden, false]
+      ])
+    })
+  )
+})
+
 describe("cloneRepository", () => {
   it.effect("clones a file:// repository", () =>
     Effect.gen(function* () {

@@ -12,6 +12,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync
 } from "node:fs"
 import { tmpdir } from "node:os"
@@ -21,7 +22,14 @@ import { Effect } from "effect"
 import { afterAll } from "vitest"
 import { type OutputStream, spawnAgent } from "../../src/runs/AgentProcess.js"
 import { createWorktree } from "../../src/runs/GitWorkspace.js"
-import { type Mount, prepareSandbox, probeSandbox, sandboxArgs } from "../../src/runs/Sandbox.js"
+import {
+  type Mount,
+  type PreparedSandbox,
+  prepareSandbox,
+  probeSandbox,
+  type SandboxRequest,
+  sandboxArgs
+} from "../../src/runs/Sandbox.js"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -64,15 +72,72 @@ const waitUntil = async (condition: () => boolean, timeoutMs: number): Promise<b
   return condition()
 }
 
+/** A data directory and a project with one commit, and the worktree of run `runId` on branch `branch`. */
+const makeRun = async (prefix: string, runId: string, branch: string) => {
+  const root = tempDir(prefix)
+  const dataDir = join(root, "data")
+  mkdirSync(dataDir)
+  const repo = join(root, "repo")
+  mkdirSync(repo)
+  git(repo, "init", "-q", "-b", "main")
+  writeFileSync(join(repo, "README.md"), "hello\n")
+  git(repo, "add", "README.md")
+  git(repo, "commit", "-q", "-m", "initial")
+  const worktree = join(dataDir, "worktrees", runId)
+  await Effect.runPromise(createWorktree({ repoPath: repo, worktreePath: worktree, branch }))
+  return { root, dataDir, repo, worktree, runId, branch }
+}
+
+/** The sandbox of `run` for `/bin/sh`, with its project hidden; `extra` on top. */
+const prepareFor = (
+  run: Awaited<ReturnType<typeof makeRun>>,
+  bwrap: string | null,
+  extra: Partial<SandboxRequest> = {}
+) =>
+  Effect.runPromise(
+    prepareSandbox({
+      bwrap: bwrap ?? "bwrap",
+      runId: run.runId,
+      dataDir: run.dataDir,
+      repoPath: run.repo,
+      worktreePath: run.worktree,
+      branch: run.branch,
+      hidden: [run.repo],
+      program: "/bin/sh",
+      commandFiles: [],
+      credentials: [],
+      readOnlyPaths: [],
+      env: process.env,
+      ...extra
+    })
+  )
+
+/** Runs `/bin/sh args` in the sandbox to its end: its exit and every line it wrote. */
+const runToEnd = async (prepared: PreparedSandbox, worktree: string, args: ReadonlyArray<string>) => {
+  const lines: Array<string> = []
+  const handle = spawnAgent({
+    command: "/bin/sh",
+    args,
+    cwd: worktree,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...prepared.env },
+    stdin: null,
+    timeoutMs: 20_000,
+    maxLogBytes: 1024 * 1024,
+    onLine: (_stream, line) => lines.push(line),
+    sandbox: prepared.spawn
+  })
+  return { exit: await handle.exit, lines }
+}
+
 describe("sandboxArgs", () => {
   it("mounts from the shallowest target to the deepest, the later of two on one target, hidden directories read-only last", () => {
     const mounts: ReadonlyArray<Mount> = [
       { kind: "hide", source: "", target: "/data" },
       { kind: "bind", source: "/data/wt", target: "/data/wt" },
-      { kind: "hide", source: "", target: "/root" },
-      { kind: "bind", source: "/data/home", target: "/root" },
+      { kind: "bind", source: "/data/home", target: "/home/me" },
       { kind: "ro-bind", source: "/data/wt/.dotgit", target: "/data/wt/.git" },
-      { kind: "ro-bind", source: "/root/.local/bin", target: "/root/.local/bin" }
+      { kind: "ro-bind", source: "/data/wt/.dotgit2", target: "/data/wt/.git" },
+      { kind: "ro-bind", source: "/home/me/.local/bin", target: "/home/me/.local/bin" }
     ]
     const args = sandboxArgs(mounts, "/data/wt")
     const tail = args.slice(args.indexOf("/proc") + 1)
@@ -80,17 +145,17 @@ describe("sandboxArgs", () => {
       "--tmpfs",
       "/data",
       "--bind",
-      "/data/home",
-      "/root",
+      "/data/wt",
+      "/data/wt",
       "--bind",
-      "/data/wt",
-      "/data/wt",
+      "/data/home",
+      "/home/me",
       "--ro-bind",
-      "/data/wt/.dotgit",
+      "/data/wt/.dotgit2",
       "/data/wt/.git",
       "--ro-bind",
-      "/root/.local/bin",
-      "/root/.local/bin",
+      "/home/me/.local/bin",
+      "/home/me/.local/bin",
       "--remount-ro",
       "/data",
       "--chdir",
@@ -99,6 +164,26 @@ describe("sandboxArgs", () => {
     for (const option of ["--unshare-pid", "--die-with-parent", "--new-session", "--ro-bind"]) {
       assert.include(args, option)
     }
+  })
+
+  it("drops every capability, in a user namespace of its own where the kernel allows one", () => {
+    const args = sandboxArgs([], "/")
+    assert.strictEqual(args[args.indexOf("--cap-drop") + 1], "ALL")
+    assert.include(args, "--unshare-user-try")
+  })
+
+  it("a hiding mount wins over any other mount on its target, before or after it", () => {
+    const args = sandboxArgs(
+      [
+        { kind: "ro-bind", source: "/data", target: "/data" },
+        { kind: "hide", source: "", target: "/data" },
+        { kind: "ro-bind", source: "/data", target: "/data" },
+        { kind: "bind-try", source: "/data", target: "/data" }
+      ],
+      "/"
+    )
+    const tail = args.slice(args.indexOf("/proc") + 1)
+    assert.deepStrictEqual(tail, ["--tmpfs", "/data", "--remount-ro", "/data", "--chdir", "/"])
   })
 })
 
@@ -148,41 +233,17 @@ describe("an agent in its sandbox", () => {
   it("sees only its worktree, writes nowhere else, cannot hard-link out, and leaves nothing behind a graceful stop", async () => {
     const status = await Effect.runPromise(probeSandbox("auto"))
     assert.strictEqual(status.mode, "bwrap", status.detail)
-    const root = tempDir("tw-sandbox-")
-    const dataDir = join(root, "data")
-    mkdirSync(dataDir)
+    const run = await makeRun("tw-sandbox-", "run_sbx", "sbx")
+    const { dataDir, repo, worktree } = run
     writeFileSync(join(dataDir, "admin-key.txt"), "tw_admin_secret_key\n")
     writeFileSync(join(dataDir, "agents.json"), '{"secret":"agents-json-secret"}\n')
-    const repo = join(root, "repo")
-    mkdirSync(repo)
-    git(repo, "init", "-q", "-b", "main")
-    writeFileSync(join(repo, "README.md"), "hello\n")
     writeFileSync(join(repo, ".env"), "PROJECT_SECRET=in-the-checkout\n")
-    git(repo, "add", "README.md")
-    git(repo, "commit", "-q", "-m", "initial")
-    const worktree = join(dataDir, "worktrees", "run_sbx")
-    await Effect.runPromise(createWorktree({ repoPath: repo, worktreePath: worktree, branch: "sbx" }))
     const projectConfig = readFileSync(join(repo, ".git", "config"), "utf8")
     const id = String(Date.now())
     const tag = `tw-sbx-${id}`
     const hostFile = `/tmp/${tag}-outside`
 
-    const prepared = await Effect.runPromise(
-      prepareSandbox({
-        bwrap: status.bwrap ?? "bwrap",
-        runId: "run_sbx",
-        dataDir,
-        repoPath: repo,
-        worktreePath: worktree,
-        branch: "sbx",
-        hidden: [repo],
-        program: "/bin/sh",
-        commandFiles: [],
-        credentials: [],
-        readOnlyPaths: [],
-        env: process.env
-      })
-    )
+    const prepared = await prepareFor(run, status.bwrap)
     const script = [
       'echo "pid $$"',
       `cat ../../admin-key.txt ../../agents.json ${dataDir}/admin-key.txt ${repo}/.env 2>/dev/null || echo "no secrets"`,
@@ -190,6 +251,18 @@ describe("an agent in its sandbox", () => {
       `touch /${tag} 2>/dev/null && echo "wrote /" || echo "/ is read-only"`,
       `touch ${dataDir}/${tag} 2>/dev/null && echo "wrote data" || echo "data is read-only"`,
       `touch ${hostFile} && echo "wrote tmp"`,
+      // As root (the tests' own user), with what root may try: unmount or get under what hides, write the host.
+      `umount -l ${dataDir} 2>/dev/null && echo "ESCAPED: unmounted the data directory"`,
+      `mount -o remount,bind,rw / 2>/dev/null && echo "ESCAPED: remounted / read-write"`,
+      `mount -o remount,rw / 2>/dev/null && echo "ESCAPED: remounted the host's / read-write"`,
+      `mkdir -p /tmp/under && mount --bind / /tmp/under 2>/dev/null && echo "ESCAPED: bound /"`,
+      `cat /tmp/under${dataDir}/admin-key.txt 2>/dev/null`,
+      `unshare -m sh -c 'umount -l ${dataDir} && cat ${dataDir}/admin-key.txt' 2>/dev/null && echo "ESCAPED: unshare -m"`,
+      `unshare -Urm sh -c 'umount -l ${dataDir} && cat ${dataDir}/admin-key.txt' 2>/dev/null && echo "ESCAPED: unshare -Urm"`,
+      `cat /proc/1/root${dataDir}/admin-key.txt 2>/dev/null && echo "ESCAPED: /proc/1/root"`,
+      `cat ${dataDir}/admin-key.txt 2>/dev/null`,
+      `touch /${tag}-late 2>/dev/null && echo "ESCAPED: wrote / at last"`,
+      'echo "caps $(grep CapEff /proc/self/status | cut -f2)"',
       'ln /etc/passwd passwd-link 2>/dev/null && echo "linked" || echo "no hard link"',
       `git config core.hooksPath /tmp/hooks && echo "configured $(git rev-parse --git-dir)"`,
       'echo work > work.txt && git add work.txt && git commit -qm mine && echo "committed"',
@@ -216,6 +289,11 @@ describe("an agent in its sandbox", () => {
     const out = lines.filter((l) => l.stream === "stdout").map((l) => l.line)
     assert.include(out, "pid 2") // its own PID namespace
     assert.include(out, "no secrets")
+    assert.deepStrictEqual(
+      out.filter((l) => l.startsWith("ESCAPED")),
+      []
+    )
+    assert.include(out, "caps 0000000000000000")
     assert.notInclude(out.join("\n"), "tw_admin_secret_key")
     assert.notInclude(out.join("\n"), "agents-json-secret")
     assert.notInclude(out.join("\n"), "in-the-checkout")
@@ -243,6 +321,7 @@ describe("an agent in its sandbox", () => {
 
     // Nothing appeared outside; the project's repository is as it was.
     assert.isFalse(existsSync(`/${tag}`))
+    assert.isFalse(existsSync(`/${tag}-late`))
     assert.isFalse(existsSync(join(dataDir, tag)))
     assert.isFalse(existsSync(hostFile))
     assert.isFalse(existsSync(join(worktree, "passwd-link")))
@@ -256,17 +335,8 @@ describe("what a sandboxed agent may run", () => {
   it("the files its configured command line names, wherever they are; nothing the run's arguments name", async () => {
     const status = await Effect.runPromise(probeSandbox("auto"))
     assert.strictEqual(status.mode, "bwrap", status.detail)
-    const root = tempDir("tw-sandbox-cmd-")
-    const dataDir = join(root, "data")
-    mkdirSync(dataDir)
-    const repo = join(root, "repo")
-    mkdirSync(repo)
-    git(repo, "init", "-q", "-b", "main")
-    writeFileSync(join(repo, "README.md"), "hello\n")
-    git(repo, "add", "README.md")
-    git(repo, "commit", "-q", "-m", "initial")
-    const worktree = join(dataDir, "worktrees", "run_cmd")
-    await Effect.runPromise(createWorktree({ repoPath: repo, worktreePath: worktree, branch: "cmd" }))
+    const run = await makeRun("tw-sandbox-cmd-", "run_cmd", "cmd")
+    const { root, worktree } = run
     // Both in the host's /tmp, which the sandbox replaces with a private one.
     const tools = join(root, "tools")
     mkdirSync(tools)
@@ -277,36 +347,55 @@ describe("what a sandboxed agent may run", () => {
     const elsewhere = join(root, "elsewhere")
     mkdirSync(elsewhere)
     writeFileSync(join(elsewhere, "secret.txt"), "not for the agent\n")
-    const prepared = await Effect.runPromise(
-      prepareSandbox({
-        bwrap: status.bwrap ?? "bwrap",
-        runId: "run_cmd",
-        dataDir,
-        repoPath: repo,
-        worktreePath: worktree,
-        branch: "cmd",
-        hidden: [repo],
-        program: "/bin/sh",
-        commandFiles: ["/bin/sh", join(tools, "agent.sh")],
-        credentials: [],
-        readOnlyPaths: [],
-        env: process.env
-      })
-    )
-    const lines: Array<string> = []
-    const handle = spawnAgent({
-      command: "/bin/sh",
-      args: [join(tools, "agent.sh"), join(elsewhere, "secret.txt")],
-      cwd: worktree,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...prepared.env },
-      stdin: null,
-      timeoutMs: 20_000,
-      maxLogBytes: 1024 * 1024,
-      onLine: (_stream, line) => lines.push(line),
-      sandbox: prepared.spawn
-    })
-    const exit = await handle.exit
+    const prepared = await prepareFor(run, status.bwrap, { commandFiles: ["/bin/sh", join(tools, "agent.sh")] })
+    const { exit, lines } = await runToEnd(prepared, worktree, [join(tools, "agent.sh"), join(elsewhere, "secret.txt")])
     assert.strictEqual(exit.code, 0, lines.join("\n"))
     assert.deepStrictEqual(lines, ["agent script ran", "argument not visible"])
+  })
+})
+
+describe("a hostile repository's alternates", () => {
+  it("un-hide nothing: object directories in, around or linked to a hidden directory are neither shown nor followed", async () => {
+    const status = await Effect.runPromise(probeSandbox("auto"))
+    assert.strictEqual(status.mode, "bwrap", status.detail)
+    const run = await makeRun("tw-sandbox-alt-", "run_alt", "alt")
+    const { root, dataDir, repo, worktree } = run
+    writeFileSync(join(dataDir, "admin-key.txt"), "tw_admin_secret_key\n")
+    const other = join(root, "other-project")
+    mkdirSync(other)
+    writeFileSync(join(other, "secret.txt"), "other-project-secret\n")
+    // The repository's owner names the data directory, a link to it, another project, and a
+    // directory around them all; the host's /root besides.
+    symlinkSync(dataDir, join(root, "innocent"))
+    writeFileSync(
+      join(repo, ".git", "objects", "info", "alternates"),
+      [dataDir, join(root, "innocent"), other, root, "/root", `${dataDir}/worktrees`, ""].join("\n")
+    )
+    const prepared = await prepareFor(run, status.bwrap, { hidden: [repo, other] })
+    const mounted = prepared.spawn.args.filter(
+      (_, i, all) => all[i - 1] !== undefined && /^--(ro-)?bind/.test(all[i - 1] ?? "")
+    )
+    for (const path of [dataDir, other, root, "/root", join(dataDir, "worktrees")]) assert.notInclude(mounted, path)
+    assert.include(mounted, join(repo, ".git", "objects"))
+    assert.strictEqual(
+      prepared.notes.filter((n) => n.includes("objects/info/alternates")).length,
+      6,
+      prepared.notes.join("\n")
+    )
+    const { exit, lines } = await runToEnd(prepared, worktree, [
+      "-c",
+      [
+        `cat ${dataDir}/admin-key.txt ${join(root, "innocent")}/admin-key.txt ${other}/secret.txt 2>/dev/null || echo "nothing to read"`,
+        `ls ${dataDir}/worktrees 2>/dev/null | tr '\\n' ' '; echo`,
+        'git log --format=%s -1 && echo "git works"'
+      ].join("\n")
+    ])
+    assert.strictEqual(exit.code, 0, lines.join("\n"))
+    assert.include(lines, "nothing to read")
+    assert.notInclude(lines.join("\n"), "tw_admin_secret_key")
+    assert.notInclude(lines.join("\n"), "other-project-secret")
+    // Its own worktree only, and the project's own objects still there.
+    assert.include(lines, "run_alt ")
+    assert.include(lines, "git works")
   })
 })
