@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import { RunId } from "./Ids.js"
+import { WholeNumber } from "./Paging.js"
 import { Timestamp } from "./Timestamp.js"
 
 export const EventType = Schema.Literal(
@@ -50,15 +51,48 @@ export const EventTopic = Schema.Union(
       message: () => "a run topic is run:<run_id>, like run:run_0123456789abcdef"
     })
   )
-)
+).annotations({ message: () => "must be tasks, projects, labels, runs or run:<run_id>" })
 export type EventTopic = typeof EventTopic.Type
+
+/** The topics of a subscription, replacing what it had: at most 100. */
+export const EventTopics = Schema.Array(EventTopic).pipe(Schema.maxItems(100))
+
+/** The newest event id a client has (it receives those after it); 0 for the whole log. */
+export const EventSince = WholeNumber("since", 0, Number.MAX_SAFE_INTEGER)
+
+/**
+ * What a subscriber asks for, decoded the same for every face: `since` as a number (in process) or
+ * the digits of `?since=` (HTTP); `topics` as a list (HTTP splits `?topics=a,b` into one).
+ */
+export const EventSubscription = Schema.Struct({
+  since: Schema.optional(EventSince),
+  topics: Schema.optional(EventTopics)
+})
+export type EventSubscription = typeof EventSubscription.Type
 
 /** `{"type":"subscribe","topics":[...]}`: what the client wants from now on (replacing what it had). */
 export const SubscribeMessage = Schema.Struct({
   type: Schema.Literal("subscribe"),
-  topics: Schema.Array(EventTopic).pipe(Schema.maxItems(100))
+  topics: EventTopics
 })
 export type SubscribeMessage = typeof SubscribeMessage.Type
+
+/**
+ * `since` asks for events the log does not hold: older than its retention, or newer than its
+ * newest (a log other than the one the client read). The subscriber must start again without it.
+ */
+export class EventsGone extends Schema.TaggedError<EventsGone>()("EventsGone", {
+  message: Schema.String,
+  since: Schema.Number,
+  /** The oldest event the log keeps (null when it holds none). */
+  oldest: Schema.NullOr(Schema.Number)
+}) {}
+
+/** A subscriber did not take its events as fast as they came: more than `limit` waited for it. */
+export class EventsOverflow extends Schema.TaggedError<EventsOverflow>()("EventsOverflow", {
+  message: Schema.String,
+  limit: Schema.Number
+}) {}
 
 /** An event as it is sent: `{"id", "type", "timestamp", "data"}`; `data` is the resource as the REST API shows it. */
 export const EventMessage = Schema.Struct({

@@ -57,9 +57,11 @@ const q = {
     "events.bounds",
     "SELECT MIN(id) AS oldest, MAX(id) AS newest FROM events"
   ),
+  // The newest event always stays: the log then still says how far it went, so a `since` from
+  // before a prune that emptied it is known to have missed events.
   prune: statement(
     "events.prune",
-    "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ? ORDER BY id LIMIT ?)"
+    "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ? AND id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?)"
   )
 }
 
@@ -96,7 +98,7 @@ export class EventsRepo extends Effect.Service<EventsRepo>()("@taskwright/core/E
         oldest: row?.oldest === null || row?.oldest === undefined ? null : Number(row.oldest),
         newest: row?.newest === null || row?.newest === undefined ? 0 : Number(row.newest)
       })),
-      /** Deletes up to `limit` events older than `before`; answers how many. */
+      /** Deletes up to `limit` events older than `before`, never the newest; answers how many. */
       prune: (before: string, limit: number) => store.run(q.prune, [before, limit])
     }
   })

@@ -71,18 +71,20 @@ export class Reviews extends Effect.Service<Reviews>()("@taskwright/core/Reviews
           reviewer: actor.userId,
           created_at: now()
         }
+        const created = {
+          type: "review.created",
+          ownerId: task.owner_id,
+          data: { ...review, task_id: task.id }
+        } as const
+        // A review with a follow-up run stands only once the run has started (it is undone when the
+        // run cannot start): its event is appended then, so an undone review leaves none.
+        const followUp = input.action === "request_changes" && comment !== null
         const claimed = yield* repo.transaction(
           Effect.gen(function* () {
             const moved = yield* repo.reviewTransition(task.id, status, review.created_at)
             if (moved === undefined) return false
             yield* repo.insertReview({ ...review, task_id: task.id, run_id: null })
-            yield* events.append(
-              [
-                { type: "review.created", ownerId: task.owner_id, data: { ...review, task_id: task.id } },
-                taskUpdated(moved)
-              ],
-              review.created_at
-            )
+            yield* events.append(followUp ? [taskUpdated(moved)] : [created, taskUpdated(moved)], review.created_at)
             return true
           })
         )
@@ -91,7 +93,7 @@ export class Reviews extends Effect.Service<Reviews>()("@taskwright/core/Reviews
           return yield* notInReview(task.id, current.status)
         }
         let runId: ReviewResult["run_id"] = null
-        if (input.action === "request_changes" && comment !== null) {
+        if (followUp) {
           const started = yield* runs.followUp(task, comment).pipe(
             Effect.tapError(() =>
               repo.transaction(
@@ -103,10 +105,13 @@ export class Reviews extends Effect.Service<Reviews>()("@taskwright/core/Reviews
               )
             )
           )
-          if (started !== null) {
-            runId = started.run_id
-            yield* repo.setReviewRun(review.id, started.run_id)
-          }
+          if (started !== null) runId = started.run_id
+          yield* repo.transaction(
+            Effect.gen(function* () {
+              if (started !== null) yield* repo.setReviewRun(review.id, started.run_id)
+              yield* events.append([created], review.created_at)
+            })
+          )
         }
         return { task: yield* tasks.get(actor, taskId), review, run_id: runId } satisfies ReviewResult
       })

@@ -11,8 +11,9 @@
  *
  * After it: `{"type":"subscribe","topics":[...]}` chooses what arrives; `?since=<id>` replays the
  * log first. The credential is checked again every few seconds, and at its expiry: a revoked key,
- * a logged-out session or an expired token closes the socket (1008). A client that does not keep
- * up is closed (1013) rather than waited for.
+ * a logged-out session or an expired token closes the socket (1008), and what it may see follows
+ * the user's rights as they are now (an admin who lost admin sees only their own). A client that
+ * does not keep up is closed (1013) rather than waited for.
  */
 import {
   type Actor,
@@ -20,6 +21,7 @@ import {
   Auth,
   defaultAuthSettings,
   Events,
+  EventsGone,
   type EventTopic,
   type errorWire,
   Forbidden,
@@ -33,7 +35,7 @@ import {
   Unauthorized
 } from "@taskwright/core"
 import { sameOrigin } from "@taskwright/core/internal"
-import { Context, Effect, Either, Exit, Runtime, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, Option, Runtime, Schema } from "effect"
 import type { DispatchServices } from "../http/Dispatcher.js"
 
 /** What a session runs on. */
@@ -86,7 +88,6 @@ export interface Refusal {
 }
 
 const decodeSubscribe = Schema.decodeUnknownEither(Schema.parseJson(SubscribeMessage))
-const decodeTopics = Schema.decodeUnknownEither(SubscribeMessage.fields.topics)
 
 /** The request with `?access_token=` standing in for an `Authorization` header (a browser's only way). */
 const withQueryToken = (request: EventsRequest, params: URLSearchParams): EventsRequest | Refusal => {
@@ -118,10 +119,11 @@ export const makeEventsSessions = (runtime: Runtime.Runtime<EventsServices>) => 
   /** Decides an upgrade: the actor and `since`, or the error to answer instead of a handshake. */
   const admit = async (request: EventsRequest): Promise<Either.Either<Admitted, Refusal>> => {
     const params = new URLSearchParams(request.query)
-    const sinceText = params.get("since")
-    const since = sinceText === null ? undefined : /^[0-9]{1,15}$/.test(sinceText) ? Number(sinceText) : Number.NaN
-    const topicsText = params.get("topics")
-    const topics = topicsText === null ? undefined : decodeTopics(topicsText.split(",").filter((t) => t !== ""))
+    const since = params.get("since") ?? undefined
+    const topics = params
+      .get("topics")
+      ?.split(",")
+      .filter((t) => t !== "")
     const effective = withQueryToken(request, params)
     if ("_tag" in effective) return Either.left(effective)
     const exit = await runPromise(gate.admit(effective, "required"))
@@ -151,21 +153,13 @@ export const makeEventsSessions = (runtime: Runtime.Runtime<EventsServices>) => 
         })
       )
     }
-    if (since !== undefined && Number.isNaN(since)) {
-      return Either.left({
-        _tag: "BadRequest",
-        message: "since must be an event id (a whole number)",
-        details: { fields: [{ path: "since", message: "since must be an event id (a whole number)" }] }
-      })
-    }
-    if (topics !== undefined && Either.isLeft(topics)) {
-      const message = "topics must be a comma-separated list of tasks, projects, labels, runs or run:<run_id>"
-      return Either.left({ _tag: "BadRequest", message, details: { fields: [{ path: "topics", message }] } })
-    }
+    // Decoded as every face decodes them, so the 400 is the one an in-process subscriber gets.
+    const asked = Effect.runSync(Effect.either(events.decodeSubscription({ since, topics })))
+    if (Either.isLeft(asked)) return Either.left(asked.left)
     return Either.right({
       actor,
-      since,
-      topics: topics === undefined ? undefined : topics.right,
+      since: asked.right.since,
+      topics: asked.right.topics,
       credential: { authorization: effective.header("authorization"), cookie: effective.header("cookie") },
       admission
     })
@@ -194,13 +188,20 @@ export const makeEventsSessions = (runtime: Runtime.Runtime<EventsServices>) => 
     open.add(shutdown)
 
     // The credential, checked again while the socket lives, and at the moment it expires.
+    // The user's rights as they are now (admin lost or regained), for a subscription not made yet.
+    let current = admitted.actor
     const recheck = () => {
       runFork(
         Effect.match(auth.authenticateRequest(admitted.credential), {
           onFailure: (error) => {
             if (error._tag === "Unauthorized") close(CLOSE.credential, "the credential was revoked or has expired")
           },
-          onSuccess: () => {}
+          onSuccess: (actor) => {
+            if (!hasScope(actor, "tasks:read"))
+              return close(CLOSE.credential, "the credential lost the tasks:read scope")
+            current = actor
+            subscription?.refresh(actor)
+          }
         })
       )
     }
@@ -224,15 +225,21 @@ export const makeEventsSessions = (runtime: Runtime.Runtime<EventsServices>) => 
         ...(admitted.topics === undefined ? {} : { topics: admitted.topics }),
         sink: (message) => closed || channel.send(message),
         onDrop: (reason) =>
-          reason === "gone"
-            ? close(CLOSE.gone, "the events after this since are no longer kept; reload and subscribe without since")
-            : close(CLOSE.tooSlow, "the client did not keep up with its events")
+          reason === "overflow"
+            ? close(CLOSE.tooSlow, "the client did not keep up with its events")
+            : close(CLOSE.goingAway, "the service is shutting down")
       })
     ).then((exit) => {
       if (Exit.isSuccess(exit)) {
         subscription = exit.value
-        if (closed) subscription.close()
-        else if (requested !== undefined) subscription.select(requested)
+        if (closed) return subscription.close()
+        if (current !== admitted.actor) subscription.refresh(current)
+        if (requested !== undefined) subscription.select(requested)
+        return
+      }
+      const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+      if (failure instanceof EventsGone) {
+        close(CLOSE.gone, "the events after this since are no longer kept; reload and subscribe without since")
       } else {
         close(1011, "the event log cannot be read right now")
       }
