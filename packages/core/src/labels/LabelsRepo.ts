@@ -1,6 +1,7 @@
 import { defaultColor, type Label, type LabelId, newLabelId, randomBase62 } from "@taskwright/domain"
 import { Effect } from "effect"
 import { StoreTag, statement } from "../store/Store.js"
+import * as Unit from "../store/Unit.js"
 
 interface LabelRow {
   readonly id: LabelId
@@ -68,38 +69,41 @@ export class LabelsRepo extends Effect.Service<LabelsRepo>()("@taskwright/core/L
       /**
        * Makes sure the owner has a label of each name (case-insensitively; the first spelling of a
        * name wins), creating the missing ones with the default colour of their name. Answers each
-       * name's stored spelling, in order and without repeats, and the labels it created.
+       * name's stored spelling, in order and without repeats, and the labels it created. A unit step.
        */
-      ensureAll: (ownerId: string, names: ReadonlyArray<string>, createdAt: string) =>
-        Effect.gen(function* () {
-          const wanted = new Map<string, string>()
-          for (const name of names) {
-            const lower = name.toLowerCase()
-            if (!wanted.has(lower)) wanted.set(lower, name)
+      *ensureAll(
+        ownerId: string,
+        names: ReadonlyArray<string>,
+        createdAt: string
+      ): Unit.Work<{ readonly names: Array<string>; readonly created: Array<Label> }> {
+        const wanted = new Map<string, string>()
+        for (const name of names) {
+          const lower = name.toLowerCase()
+          if (!wanted.has(lower)) wanted.set(lower, name)
+        }
+        const missing = new Map(wanted)
+        const storedSpelling = (rows: ReadonlyArray<{ name: string; name_lower: string }>) => {
+          for (const row of rows) {
+            wanted.set(row.name_lower, row.name)
+            missing.delete(row.name_lower)
           }
-          const missing = new Map(wanted)
-          const storedSpelling = (rows: ReadonlyArray<{ name: string; name_lower: string }>) => {
-            for (const row of rows) {
-              wanted.set(row.name_lower, row.name)
-              missing.delete(row.name_lower)
-            }
-          }
-          storedSpelling(yield* store.all(q.canonical, [ownerId, JSON.stringify([...wanted.keys()])]))
-          if (missing.size === 0) return { names: [...wanted.values()], created: [] }
-          const ids = randomBase62(16 * missing.size)
-          const rows = [...missing].map(([lower, name], i) => [
-            `lbl_${ids.slice(16 * i, 16 * i + 16)}`,
-            name,
-            lower,
-            defaultColor(name)
-          ])
-          const created = (yield* store.all(q.insertMissing, [ownerId, createdAt, JSON.stringify(rows)])).map(toLabel)
-          // Another transaction (PostgreSQL) made some of them meanwhile: theirs is the spelling.
-          if (created.length < missing.size) {
-            storedSpelling(yield* store.all(q.canonical, [ownerId, JSON.stringify([...missing.keys()])]))
-          }
-          return { names: [...wanted.values()], created }
-        }),
+        }
+        storedSpelling(yield* Unit.all(q.canonical, [ownerId, JSON.stringify([...wanted.keys()])]))
+        if (missing.size === 0) return { names: [...wanted.values()], created: [] }
+        const ids = randomBase62(16 * missing.size)
+        const rows = [...missing].map(([lower, name], i) => [
+          `lbl_${ids.slice(16 * i, 16 * i + 16)}`,
+          name,
+          lower,
+          defaultColor(name)
+        ])
+        const created = (yield* Unit.all(q.insertMissing, [ownerId, createdAt, JSON.stringify(rows)])).map(toLabel)
+        // Another transaction (PostgreSQL) made some of them meanwhile: theirs is the spelling.
+        if (created.length < missing.size) {
+          storedSpelling(yield* Unit.all(q.canonical, [ownerId, JSON.stringify([...missing.keys()])]))
+        }
+        return { names: [...wanted.values()], created }
+      },
       list: (ownerId: string | null, limit: number, offset: number) =>
         Effect.all(
           ownerId === null

@@ -974,7 +974,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           const row = yield* repo
             .transaction(
               Effect.gen(function* () {
-                const taskId = yield* tasksRepo.insert(task)
+                const taskId = yield* tasksRepo.unit(() => tasksRepo.insert(task))
                 const row: RunRow = {
                   id,
                   task_id: taskId,

@@ -7,7 +7,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Context, Effect, FiberRef, Layer, Option } from "effect"
+import { Context, Effect, Exit, FiberRef, Layer, Option } from "effect"
 import pg from "pg"
 import { toStoreError } from "./errors.js"
 import {
@@ -18,8 +18,10 @@ import {
   type Store,
   StoreError,
   StoreTag,
-  statement
+  statement,
+  transactionHooks
 } from "./Store.js"
+import { type Call, drive, fromOutcome, outcomeExit, type Work } from "./Unit.js"
 
 export interface PgStoreConfig {
   readonly url: string
@@ -148,16 +150,57 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
               })
             )
           ),
-        (client) =>
-          committed
-            ? Effect.sync(() => client.release())
-            : Effect.promise(() =>
-                client.query("ROLLBACK").then(
-                  () => client.release(),
-                  (cause: unknown) => client.release(cause instanceof Error ? cause : true)
-                )
-              )
+        (client) => (committed ? Effect.sync(() => client.release()) : Effect.promise(() => rollbackAndRelease(client)))
       )
+    })
+
+  const executeOn =
+    (client: pg.PoolClient) =>
+    (call: Call): Promise<unknown> =>
+      client
+        .query({ name: call.stmt.name, text: call.stmt.pg, values: call.params as Array<SqlParam> })
+        .then((r) => (call.kind === "all" ? r.rows : call.kind === "get" ? r.rows[0] : (r.rowCount ?? 0)))
+
+  /** A unit of work in a transaction of its own: a pooled connection, BEGIN, its statements, COMMIT. */
+  const runUnit = async <A, E>(work: () => Work<A, E>): Promise<Exit.Exit<A, E | StoreError>> => {
+    let client: pg.PoolClient
+    try {
+      client = await pool.connect()
+    } catch (cause) {
+      return Exit.fail(toStoreError(cause))
+    }
+    try {
+      await client.query("BEGIN")
+    } catch (cause) {
+      client.release(true)
+      return Exit.fail(toStoreError(cause))
+    }
+    const hooks: Array<() => void> = []
+    const outcome = await drive(work(), executeOn(client), hooks)
+    if (outcome._tag === "Done") {
+      try {
+        // The commit is part of the work: a commit PostgreSQL refuses is the unit's failure.
+        await client.query("COMMIT")
+      } catch (cause) {
+        await rollbackAndRelease(client)
+        return Exit.fail(toStoreError(cause))
+      }
+      client.release()
+      for (const hook of hooks) hook()
+      return Exit.succeed(outcome.value)
+    }
+    await rollbackAndRelease(client)
+    return outcomeExit(outcome)
+  }
+
+  const unit = <A, E>(work: () => Work<A, E>): Effect.Effect<A, E | StoreError> =>
+    Effect.withFiberRuntime((fiber) => {
+      const current = fiber.getFiberRef(TransactionClient)
+      // Inside a transaction of this fiber: its connection, its commit hooks.
+      if (Option.isSome(current)) {
+        return fromOutcome(drive(work(), executeOn(current.value), transactionHooks(fiber) ?? []))
+      }
+      return Effect.flatten(Effect.promise(() => runUnit(work)))
     })
 
   return {
@@ -168,11 +211,18 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
       Effect.map(query(stmt, params), (r) => r.rows[0] as Row | undefined),
     run: (stmt, params = []) => Effect.map(query(stmt, params), (r) => r.rowCount ?? 0),
     transaction,
+    unit,
     afterCommit,
     changes: { epoch: changes.epoch, announce: Effect.asVoid(query(announce, [])) },
     onEventsAppended: changes.onEvents
   }
 }
+
+const rollbackAndRelease = (client: pg.PoolClient): Promise<void> =>
+  client.query("ROLLBACK").then(
+    () => client.release(),
+    (cause: unknown) => client.release(cause instanceof Error ? cause : true)
+  )
 
 // Without a listener every call is a new epoch: nothing is ever served from a cache.
 let disabledEpoch = 0

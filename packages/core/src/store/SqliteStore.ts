@@ -24,6 +24,7 @@ import {
   StoreTag,
   transactionHooks
 } from "./Store.js"
+import { type Call, drive, type Outcome, outcomeExit, type Work } from "./Unit.js"
 
 export interface SqliteStoreConfig {
   /** A file path, or `:memory:`. */
@@ -199,6 +200,40 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
       )
     })
 
+  const execute = (call: Call): unknown => {
+    const p = prepare(call.stmt)
+    if (call.kind === "all") return rows(p, call.params)
+    if (call.kind === "get") return row(p, call.params)
+    const changes = p.statement.run(...call.params).changes
+    if (changes > 0) wrote()
+    return changes
+  }
+
+  /** A unit of work in a transaction of its own, the lock held: begun, run and ended in one synchronous step. */
+  const runUnit = <A, E>(work: () => Work<A, E>): Exit.Exit<A, E | StoreError> => {
+    try {
+      begin.run()
+    } catch (cause) {
+      unlock()
+      return Exit.fail(toStoreError(cause))
+    }
+    const hooks: Array<() => void> = []
+    return end(outcomeExit(drive(work(), execute, hooks) as Outcome<A, E>), hooks)
+  }
+
+  const unit = <A, E>(work: () => Work<A, E>): Effect.Effect<A, E | StoreError> =>
+    Effect.withFiberRuntime((fiber) => {
+      // Inside a transaction of this fiber: its statements, its commit hooks.
+      const outer = transactionHooks(fiber)
+      if (outer !== null) return outcomeExit(drive(work(), execute, outer) as Outcome<A, E>)
+      if (!locked) {
+        locked = true
+        return runUnit(work)
+      }
+      // Another fiber's transaction is open across an async boundary: after it, in line.
+      return Effect.flatMap(lock, () => runUnit(work))
+    })
+
   // Another process's commit bumps `data_version`. Reading it costs about as much as a small query,
   // so it is read at most once a millisecond: a write made elsewhere is seen within 1 ms.
   const dataVersion = db.prepare("PRAGMA data_version").pluck()
@@ -229,6 +264,7 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
         return changes
       }),
     transaction,
+    unit,
     afterCommit
   }
 }

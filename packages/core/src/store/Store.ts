@@ -6,6 +6,7 @@
  * these paths; `@effect/sql` runs the migrations.
  */
 import { Context, Data, Effect, FiberRef } from "effect"
+import type { Work } from "./Unit.js"
 
 export type Dialect = "sqlite" | "pg"
 export type SqlParam = string | number | bigint | null
@@ -57,6 +58,11 @@ export interface Store {
   ) => Effect.Effect<Row | undefined, StoreError>
   /** Runs a write; answers the number of rows changed. */
   readonly run: (stmt: Statement<unknown>, params?: ReadonlyArray<SqlParam>) => Effect.Effect<number, StoreError>
+  /**
+   * Runs a unit of work (`Unit.ts`) in one transaction, or in the current one when there is one:
+   * the write path's statements without a fiber step each.
+   */
+  readonly unit: <A, E>(work: () => Work<A, E>) => Effect.Effect<A, E | StoreError>
   /** Runs `self` in one transaction (nested calls join the outer one). */
   readonly transaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreError, R>
   /**

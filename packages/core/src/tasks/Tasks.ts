@@ -21,11 +21,12 @@ import {
   TaskUpdate
 } from "@taskwright/domain"
 import { Effect } from "effect"
-import { authorizeOwned } from "../auth/Policy.js"
+import { authorizeOwned, ownershipError } from "../auth/Policy.js"
 import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
 import { LabelsRepo } from "../labels/LabelsRepo.js"
 import { Projects } from "../projects/Projects.js"
+import * as Unit from "../store/Unit.js"
 import { taskDeleted, taskUpdated } from "./TaskEvents.js"
 import { type TaskRow, TasksRepo, toCreatedTask } from "./TasksRepo.js"
 
@@ -56,13 +57,19 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
 
     /**
      * Resolves label names to the owner's stored labels, creating unknown ones with a default colour;
-     * answers the names to store on the task and the `label.created` events of the new ones.
+     * answers the names to store on the task and the `label.created` events of the new ones. A unit step.
      */
-    const resolveLabels = (ownerId: string, names: ReadonlyArray<string>, at: string) =>
-      Effect.map(labelsRepo.ensureAll(ownerId, names, at), ({ names: stored, created }) => ({
+    function* resolveLabels(
+      ownerId: string,
+      names: ReadonlyArray<string>,
+      at: string
+    ): Unit.Work<{ readonly labels: string; readonly events: ReadonlyArray<EventDraft> }> {
+      const { names: stored, created } = yield* labelsRepo.ensureAll(ownerId, names, at)
+      return {
         labels: JSON.stringify(stored),
         events: created.map((label): EventDraft => ({ type: "label.created", ownerId, data: label }))
-      }))
+      }
+    }
 
     const checkProject = (actor: Actor, projectId: ProjectId | null | undefined) =>
       projectId === undefined || projectId === null ? Effect.void : Effect.asVoid(projects.load(actor, projectId))
@@ -97,26 +104,24 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         yield* checkProject(actor, input.project_id)
         const at = now()
         const names = input.labels ?? []
-        return yield* repo.transaction(
-          Effect.gen(function* () {
-            const { labels, events: labelEvents } =
-              names.length === 0 ? noLabels : yield* resolveLabels(actor.userId, names, at)
-            const row: Omit<TaskRow, "id"> = {
-              owner_id: actor.userId,
-              project_id: input.project_id ?? null,
-              title: input.title,
-              description: input.description ?? "",
-              status: "backlog",
-              priority: input.priority ?? "medium",
-              labels,
-              created_at: at,
-              updated_at: at
-            }
-            const task = toCreatedTask({ ...row, id: yield* repo.insert(row) })
-            yield* events.append([...labelEvents, { type: "task.created", ownerId: actor.userId, data: task }], at)
-            return task
-          })
-        )
+        return yield* repo.unit(function* () {
+          const { labels, events: labelEvents } =
+            names.length === 0 ? noLabels : yield* resolveLabels(actor.userId, names, at)
+          const row: Omit<TaskRow, "id"> = {
+            owner_id: actor.userId,
+            project_id: input.project_id ?? null,
+            title: input.title,
+            description: input.description ?? "",
+            status: "backlog",
+            priority: input.priority ?? "medium",
+            labels,
+            created_at: at,
+            updated_at: at
+          }
+          const task = toCreatedTask({ ...row, id: yield* repo.insert(row) })
+          yield* events.appendWork([...labelEvents, { type: "task.created", ownerId: actor.userId, data: task }], at)
+          return task
+        })
       }),
       /** `PATCH /api/tasks/:id`; `body` as a client sends it ({@link TaskUpdate}). */
       update: fn("Tasks.update")(function* (actor: Actor, id: TaskId, body: unknown) {
@@ -128,17 +133,17 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         const ownerId = guarded ? actor.userId : (yield* load(actor, id)).owner_id
         yield* checkProject(actor, patch.project_id)
         const at = now()
-        const next = yield* repo.transaction(
-          Effect.gen(function* () {
-            const resolved = patch.labels === undefined ? undefined : yield* resolveLabels(ownerId, patch.labels, at)
-            const row = yield* repo.patch(id, { ...patch, labels: resolved?.labels }, at, guarded ? ownerId : undefined)
+        const next = yield* repo.unit(function* () {
+          const resolved = patch.labels === undefined ? undefined : yield* resolveLabels(ownerId, patch.labels, at)
+          const row = yield* repo.patch(id, { ...patch, labels: resolved?.labels }, at, guarded ? ownerId : undefined)
+          if (row === undefined) {
             // Missing or another user's: the 404 or 403, failing inside so new labels roll back.
-            if (row === undefined && guarded) yield* load(actor, id)
-            if (row === undefined) return row
-            yield* events.append([...(resolved?.events ?? []), taskUpdated(row)], at)
-            return row
-          })
-        )
+            const refusal = guarded ? ownershipError(actor, "task", id, yield* repo.read(id)) : undefined
+            return refusal === undefined ? undefined : yield* Unit.fail(refusal)
+          }
+          yield* events.appendWork([...(resolved?.events ?? []), taskUpdated(row)], at)
+          return row
+        })
         // Deleted between the ownership check and the write.
         if (next === undefined) return yield* NotFound.of("task", id)
         return yield* toTask(next)
@@ -146,13 +151,11 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
       delete: fn("Tasks.delete")(function* (actor: Actor, id: TaskId) {
         // One guarded DELETE (owner and no running run); only when it deletes nothing is the reason
         // looked up, in the order of the rules: 404, 403, then 409.
-        const deleted = yield* repo.transaction(
-          Effect.gen(function* () {
-            const row = yield* repo.deleteIdle(id, seesAll(actor) ? undefined : actor.userId)
-            if (row !== undefined) yield* events.append([taskDeleted(row)], now())
-            return row
-          })
-        )
+        const deleted = yield* repo.unit(function* () {
+          const row = yield* repo.deleteIdle(id, seesAll(actor) ? undefined : actor.userId)
+          if (row !== undefined) yield* events.appendWork([taskDeleted(row)], now())
+          return row
+        })
         if (deleted === undefined) {
           const current = yield* load(actor, id)
           if (yield* repo.hasRunningRun(id)) {
@@ -162,13 +165,11 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
             })
           }
           // Its run finished between the two looks: delete it now.
-          yield* repo.transaction(
-            Effect.gen(function* () {
-              // Deleted meanwhile by someone else: nothing happened here, nothing to announce.
-              if ((yield* repo.delete(id)) === 0) return
-              yield* events.append([taskDeleted(current)], now())
-            })
-          )
+          yield* repo.unit(function* () {
+            // Deleted meanwhile by someone else: nothing happened here, nothing to announce.
+            if ((yield* repo.delete(id)) === 0) return
+            yield* events.appendWork([taskDeleted(current)], now())
+          })
         }
         return { success: true as const }
       })

@@ -13,6 +13,7 @@ import type {
 } from "@taskwright/domain"
 import { Effect } from "effect"
 import { type SqlParam, type Statement, StoreTag, statement, toPgPlaceholders } from "../store/Store.js"
+import * as Unit from "../store/Unit.js"
 
 export interface TaskRow {
   readonly id: TaskId
@@ -233,7 +234,10 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
     const store = yield* StoreTag
     return {
       transaction: store.transaction,
+      unit: store.unit,
       get: (id: TaskId) => store.get(q.get, [id]),
+      /** {@link get} as a unit step. */
+      read: (id: TaskId) => Unit.get(q.get, [id]),
       runSummaries: (id: TaskId) => store.all(q.runs, [id]),
       /** The task row and its run summaries, oldest run first; `undefined` when there is no such task. */
       getWithRuns: (id: TaskId) => Effect.map(store.all(q.withRuns, [id]), splitRuns),
@@ -247,43 +251,45 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
           (rows, count) => ({ tasks: rows.map(toListItem), total: Number(count?.total ?? 0) })
         )
       },
-      insert: (row: Omit<TaskRow, "id">) =>
-        Effect.map(
-          store.get(q.insert, [
-            row.owner_id,
-            row.project_id,
-            row.title,
-            row.description,
-            row.status,
-            row.priority,
-            row.labels,
-            row.created_at,
-            row.updated_at
-          ]),
-          (r) => Number(r?.id) as TaskId
-        ),
+      /** Inserts a task (a unit step: run it inside the change's unit of work); answers its id. */
+      *insert(row: Omit<TaskRow, "id">): Unit.Work<TaskId> {
+        const inserted = yield* Unit.get(q.insert, [
+          row.owner_id,
+          row.project_id,
+          row.title,
+          row.description,
+          row.status,
+          row.priority,
+          row.labels,
+          row.created_at,
+          row.updated_at
+        ])
+        return Number(inserted?.id) as TaskId
+      },
       /**
        * Changes the fields given (`project_id: null` clears it); the row as stored, or `undefined` if
-       * it is gone or, when `ownerId` is given, belongs to someone else.
+       * it is gone or, when `ownerId` is given, belongs to someone else. A unit step.
        */
-      patch: (id: TaskId, change: TaskChange, at: string, ownerId?: string) => {
+      *patch(id: TaskId, change: TaskChange, at: string, ownerId?: string): Unit.Work<TaskRow | undefined> {
         const { statement, params } = patchStatement(change, ownerId !== undefined)
         params.push(at, id)
         if (ownerId !== undefined) params.push(ownerId)
-        return Effect.map(store.get(statement, params), (row) =>
-          row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
-        )
+        const row = yield* Unit.get(statement, params)
+        return row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
       },
-      delete: (id: TaskId) => store.run(q.delete, [id]),
+      /** Deletes the task; the rows deleted (0 or 1). A unit step. */
+      delete: (id: TaskId) => Unit.run(q.delete, [id]),
       /**
        * Deletes the task unless a run of it is running or, when `ownerId` is given, it belongs to
-       * someone else; the deleted row's identity, or `undefined` when nothing was deleted.
+       * someone else; the deleted row's identity, or `undefined` when nothing was deleted. A unit step.
        */
-      deleteIdle: (id: TaskId, ownerId?: string) =>
-        Effect.map(
-          ownerId === undefined ? store.get(q.deleteIdle, [id]) : store.get(q.deleteIdleOwned, [id, ownerId]),
-          (row): DeletedRow | undefined => (row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId })
-        )
+      *deleteIdle(id: TaskId, ownerId?: string): Unit.Work<DeletedRow | undefined> {
+        const row =
+          ownerId === undefined
+            ? yield* Unit.get(q.deleteIdle, [id])
+            : yield* Unit.get(q.deleteIdleOwned, [id, ownerId])
+        return row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
+      }
     }
   })
 }) {}
