@@ -35,7 +35,10 @@ export interface ConnectionLimits {
   readonly requestTimeoutMs: number
   /** Milliseconds an idle keep-alive connection is kept (default 5 s). */
   readonly keepAliveTimeoutMs: number
-  /** Milliseconds a connection may stay silent before anything arrives (default 10 s). */
+  /**
+   * Milliseconds a connection may stay silent before anything arrives, or in the middle of a
+   * request's body or of reading an answer (default 10 s); never while a request is handled.
+   */
   readonly idleTimeoutMs: number
   /** Connections held at once; past it a newcomer replaces the longest-idle one (default: below the file limit, at most 10,000). */
   readonly maxConnections: number
@@ -170,6 +173,23 @@ const guardConnections = (server: Server, max: number, secure: boolean) => {
   server.on("upgrade", (req: IncomingMessage) => idle.delete(req.socket))
 }
 
+/**
+ * The idle timer (`server.timeout`) is for a connection that does nothing: silent since it
+ * connected, a body that stopped coming (the request timeout bounds the whole of it), an answer
+ * the client stopped reading. Node applies it to a request being handled too, and would cut a
+ * handler that works for a while before answering (a clone for `POST /api/projects` or
+ * `POST /api/review/pr`). So once a request has arrived, and until its answer starts, the timer's
+ * expiry is ignored; the keep-alive timer takes over after the answer, as usual.
+ */
+const spareHandlersFromIdleTimer = (server: Server) => {
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    // A listener here answers Node's question "is anyone handling this timeout?": otherwise it destroys the socket.
+    res.on("timeout", () => {
+      if (!req.complete || res.headersSent) req.socket.destroy()
+    })
+  })
+}
+
 /** Starts an engine for `settings` and serves it, or serves an engine the host started (and keeps owning). */
 export const serve = async (
   engine: TaskwrightSettings | EngineRuntime,
@@ -200,8 +220,9 @@ export const serve = async (
   guardConnections(server, limits.maxConnections, options.tls !== undefined)
   // TLS handshakes in progress are not in the guard's count: node's own cap bounds them.
   if (options.tls !== undefined) server.maxConnections = limits.maxConnections * 2
-  // A connection that sends nothing at all is closed after this long.
+  // A connection that sends nothing at all is closed after this long (not a request being handled).
   server.timeout = limits.idleTimeoutMs
+  spareHandlersFromIdleTimer(server)
   server.on("clientError", onClientError)
   const eventSockets = attachEventsSocket(server, runtime, {
     ...(options.prefix === undefined ? {} : { prefix: options.prefix }),

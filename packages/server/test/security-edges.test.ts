@@ -209,9 +209,25 @@ describe.each(testStores())("hostile input on %s", (store) => {
   })
 
   it("every answer says nosniff; authenticated answers are not stored by caches", async () => {
-    const ok = await s.request("GET", "/api/tasks", { key })
-    expect(ok.headers.get("x-content-type-options")).toBe("nosniff")
-    expect(ok.headers.get("cache-control")).toBe("no-store")
+    const task = await s.request<{ id: number }>("POST", "/api/tasks", { key, body: { title: "cached?" } })
+    expect(task.status).toBe(201)
+    // Reads and writes, lists and single resources, the caller's own identity and keys, and refusals.
+    for (const r of [
+      task,
+      await s.request("GET", "/api/tasks", { key }),
+      await s.request("GET", `/api/tasks/${(task.body as unknown as { id: number }).id}`, { key }),
+      await s.request("PATCH", `/api/tasks/${(task.body as unknown as { id: number }).id}`, {
+        key,
+        body: { priority: "high" }
+      }),
+      await s.request("GET", "/api/projects", { key }),
+      await s.request("GET", "/api/auth/me", { key }),
+      await s.request("GET", "/api/keys", { key }),
+      await s.request("GET", "/api/tasks/999999999", { key })
+    ]) {
+      expect(r.headers.get("x-content-type-options")).toBe("nosniff")
+      expect(r.headers.get("cache-control"), `${r.status} ${JSON.stringify(r.body)}`).toBe("no-store")
+    }
     for (const r of [
       await s.request("GET", "/api/health"),
       await s.request("GET", "/api/tasks"),
