@@ -1,7 +1,9 @@
 /**
  * Live updates from `GET /api/events` (a WebSocket): server messages `{id, type, timestamp,
  * data}`, a client `{"type":"subscribe","topics":[...]}`, and `?since=<id>` on reconnection so
- * no event is missed. A `run.log` event only comes for a `run:<run_id>` topic.
+ * no event is missed. A `run.log` event only comes for a `run:<run_id>` topic. When the server
+ * no longer keeps the events after that id (close code 4410), the client starts afresh: it
+ * forgets the id, reconnects without it and the views reload.
  *
  * When the socket cannot be opened (a server without the endpoint refuses the upgrade; a
  * browser cannot see the status, only the failure) the app polls the REST API every few
@@ -17,6 +19,8 @@ export const POLL_MS = 3000
 const RETRY_FIRST_MS = 1000
 const RETRY_MAX_MS = 30_000
 const BASE_TOPICS = ["tasks", "projects", "labels", "runs"]
+/** The server's close code for a `since` older than what its event log keeps. */
+const CLOSE_GONE = 4410
 
 const isEvent = (u: unknown): u is LiveEvent =>
   typeof u === "object" &&
@@ -140,10 +144,19 @@ class LiveUpdates {
       if (this.lastId === undefined || event.id > this.lastId) this.lastId = event.id
       for (const l of this.eventListeners) l(event)
     }
-    socket.onclose = () => {
+    socket.onclose = (event) => {
       if (this.socket !== socket) return
       this.socket = undefined
-      if (this.running) this.fallBack()
+      if (!this.running) return
+      if (event.code === CLOSE_GONE && resuming) {
+        // The log no longer keeps the events after `since`: resuming from it can never work.
+        // Start afresh without it; the views reload once the new socket opens (or on the first
+        // poll, if it cannot).
+        this.lastId = undefined
+        this.connect()
+        return
+      }
+      this.fallBack()
     }
   }
 

@@ -7,16 +7,17 @@ import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { mkdtemp } from "node:fs/promises"
-import { request } from "node:http"
+import { createServer, request } from "node:http"
 import { createRequire } from "node:module"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Users } from "@taskwright/core"
-import { type Script, scriptedAgentPath, startTestServer, type TestServer } from "@taskwright/testing"
+import { type Script, scriptedAgentPath, startTestServer, type TestServer, type TestStore } from "@taskwright/testing"
 import type { AxeResults } from "axe-core"
 import { Effect } from "effect"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core"
 import { expect } from "vitest"
 
 export const CHROMIUM = process.env.TASKWRIGHT_CHROMIUM ?? "/usr/bin/chromium"
@@ -55,7 +56,7 @@ export const launchBrowser = (): Promise<Browser> =>
     ]
   })
 
-export const startServer = (store: "sqlite" | "postgres" = "sqlite"): Promise<TestServer> =>
+export const startServer = (store: TestStore = "sqlite"): Promise<TestServer> =>
   startTestServer({ store, env: SERVER_ENV })
 
 export interface Person {
@@ -99,12 +100,23 @@ export const expectNoPageProblems = (page: Page) => {
   expect(problems.get(page) ?? []).toEqual([])
 }
 
-export const signIn = async (page: Page, server: TestServer, person: Person) => {
+export const signIn = async (page: Page, server: Pick<TestServer, "url">, person: Person) => {
   await page.goto(`${server.url}/`)
   await page.getByLabel("Email").fill(person.email)
   await page.getByLabel("Password").fill(person.password)
   await page.getByRole("button", { name: "Sign in" }).click()
   await page.getByRole("button", { name: "Sign out" }).waitFor()
+}
+
+/** Chromium with one page, signed in as `person`. */
+export const openSignedIn = async (
+  server: Pick<TestServer, "url">,
+  person: Person
+): Promise<{ readonly browser: Browser; readonly page: Page }> => {
+  const browser = await launchBrowser()
+  const page = await (await newContext(browser)).newPage()
+  await signIn(page, server, person)
+  return { browser, page }
 }
 
 const nextFrame = (page: Page) =>
@@ -124,6 +136,9 @@ export const screenshots = async (page: Page, name: string) => {
   ] as const) {
     await page.emulateMedia({ colorScheme: scheme })
     await page.setViewportSize(size)
+    // From the top, as the page is first seen: a sticky element (the notices under the header)
+    // is drawn where the scroll position puts it, and a full-page picture keeps that position.
+    await page.evaluate(() => window.scrollTo(0, 0))
     await nextFrame(page)
     const file = `${name}-${size.width}${scheme === "dark" ? "-dark" : ""}.png`
     await page.screenshot({ path: join(ARTIFACTS, file), fullPage: true })
@@ -235,14 +250,65 @@ export const eventsSocketAvailable = (url: string, key: string): Promise<boolean
     req.end()
   })
 
-/** Probes a throwaway server once: whether this build has the events socket. */
-export const probeEvents = async (): Promise<boolean> => {
-  const server = await startServer()
-  try {
-    return await eventsSocketAvailable(server.url, server.adminKey)
-  } finally {
-    await server.close()
+/** A reverse proxy in front of a server, as the board reaches it through one. */
+export interface TestProxy {
+  readonly url: string
+  /** WebSocket upgrades asked of it (each refused). */
+  readonly upgrades: () => number
+  close(): Promise<void>
+}
+
+/**
+ * A reverse proxy that passes every HTTP request through to `target` (the `Host` header as sent,
+ * so the API's same-origin checks see the proxy's origin) but refuses WebSocket upgrades with a
+ * 404, as a proxy not set up for WebSockets does: the board's events socket cannot open through it.
+ */
+export const proxyWithoutWebSockets = async (target: string): Promise<TestProxy> => {
+  const to = new URL(target)
+  let upgrades = 0
+  const proxy = createServer((req, res) => {
+    const forward = request(
+      { host: to.hostname, port: to.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+        answer.pipe(res)
+      }
+    )
+    forward.on("error", () => {
+      if (!res.headersSent) res.writeHead(502)
+      res.end()
+    })
+    req.pipe(forward)
+  })
+  proxy.on("upgrade", (_req, socket) => {
+    upgrades++
+    socket.end("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+  })
+  await new Promise<void>((done) => proxy.listen(0, "127.0.0.1", done))
+  const { port } = proxy.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    upgrades: () => upgrades,
+    close: () =>
+      new Promise((done) => {
+        proxy.closeAllConnections()
+        proxy.close(() => done())
+      })
   }
+}
+
+/**
+ * Presses Tab (Shift+Tab with `back`) until `target` has the focus, as a keyboard user would
+ * reach it; fails after `max` presses, so an unreachable control fails the test.
+ */
+export const tabTo = async (page: Page, target: Locator, { max = 80, back = false } = {}) => {
+  await target.waitFor()
+  for (let i = 0; i < max; i++) {
+    if (await target.evaluate((el) => el === document.activeElement)) return
+    await page.keyboard.press(back ? "Shift+Tab" : "Tab")
+  }
+  const focused = await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 200) ?? "nothing")
+  throw new Error(`${String(target)} was not reached with ${max} presses of Tab; the focus is on ${focused}`)
 }
 
 /** The package's root, for building the app when a test runs without `npm run build` first. */
