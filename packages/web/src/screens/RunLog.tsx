@@ -21,9 +21,23 @@ const isEntry = (u: unknown): u is LogEntry & { readonly run_id?: string } =>
 
 const time = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" })
 
+/** The lines on screen and how many older ones were dropped to keep within {@link KEEP}. */
+interface Shown {
+  readonly entries: ReadonlyArray<LogEntry>
+  readonly dropped: number
+}
+
+const EMPTY: Shown = { entries: [], dropped: 0 }
+
+/** `more` after `prev`, the oldest dropped past {@link KEEP}: one pure step, one state. */
+const appended = (prev: Shown, more: ReadonlyArray<LogEntry>): Shown => {
+  const all = prev.entries.concat(more)
+  if (all.length <= KEEP) return { entries: all, dropped: prev.dropped }
+  return { entries: all.slice(all.length - KEEP), dropped: prev.dropped + all.length - KEEP }
+}
+
 export const RunLog = ({ run }: { readonly run: Run }) => {
-  const [entries, setEntries] = useState<ReadonlyArray<LogEntry>>([])
-  const [dropped, setDropped] = useState(0)
+  const [{ entries, dropped }, setShown] = useState<Shown>(EMPTY)
   const [error, setError] = useState<unknown>(undefined)
   const [follow, setFollow] = useState(true)
   const lastSeq = useRef(0)
@@ -39,12 +53,7 @@ export const RunLog = ({ run }: { readonly run: Run }) => {
     const fresh = more.filter((e) => e.seq > lastSeq.current)
     if (fresh.length === 0) return
     lastSeq.current = fresh[fresh.length - 1]?.seq ?? lastSeq.current
-    setEntries((prev) => {
-      const all = prev.concat(fresh)
-      if (all.length <= KEEP) return all
-      setDropped((d) => d + all.length - KEEP)
-      return all.slice(all.length - KEEP)
-    })
+    setShown((prev) => appended(prev, fresh))
   }
 
   /** Reads every line after the last one shown; a call during a read makes it read once more. */
@@ -76,8 +85,7 @@ export const RunLog = ({ run }: { readonly run: Run }) => {
 
   useEffect(() => {
     lastSeq.current = 0
-    setEntries([])
-    setDropped(0)
+    setShown(EMPTY)
     setFollow(true)
     void catchUp()
     return live.watchRun(runId)
@@ -108,6 +116,17 @@ export const RunLog = ({ run }: { readonly run: Run }) => {
     const el = box.current
     if (follow && el !== null) el.scrollTop = el.scrollHeight
   }, [entries, follow])
+
+  // Lines rewrap when the log's width changes (a phone turned, a window resized): stay at the end.
+  useEffect(() => {
+    const el = box.current
+    if (!follow || el === null) return
+    const observer = new ResizeObserver(() => {
+      el.scrollTop = el.scrollHeight
+    })
+    observer.observe(el)
+    return () => observer.disconnect()
+  }, [follow])
 
   return (
     <section class="run-log" aria-labelledby="run-log-heading">

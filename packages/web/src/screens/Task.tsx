@@ -4,11 +4,12 @@
  * review of work waiting in "In review".
  */
 import type { JSX } from "preact"
-import { useEffect, useId, useMemo, useState } from "preact/hooks"
+import { useEffect, useId, useMemo, useRef, useState } from "preact/hooks"
 import { ApiError, api, messageOf } from "../api.js"
 import {
   Confirm,
   ErrorState,
+  FieldError,
   FormActions,
   fieldError,
   formatDateTime,
@@ -267,6 +268,8 @@ const Review = ({
   const [comment, setComment] = useState("")
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<unknown>(undefined)
+  const commentRef = useRef<HTMLTextAreaElement>(null)
+  const commentError = fieldError(error, "comment")
   const review = async (action: "approve" | "reject" | "request_changes") => {
     setBusy(true)
     setError(undefined)
@@ -288,6 +291,7 @@ const Review = ({
       onReviewed(result.run_id)
     } catch (e) {
       setError(e)
+      if (fieldError(e, "comment") !== undefined) requestAnimationFrame(() => commentRef.current?.focus())
     } finally {
       setBusy(false)
     }
@@ -299,17 +303,20 @@ const Review = ({
       <div class="field">
         <label for={`${id}-comment`}>Comment</label>
         <textarea
+          ref={commentRef}
           id={`${id}-comment`}
           rows={3}
           value={comment}
           onInput={(e) => setComment(e.currentTarget.value)}
-          aria-describedby={`${id}-comment-hint`}
+          aria-invalid={commentError !== undefined ? true : undefined}
+          aria-describedby={`${id}-comment-hint${commentError === undefined ? "" : ` ${id}-comment-error`}`}
         />
         <p class="hint" id={`${id}-comment-hint`}>
           With "Request changes", the comment starts a follow-up run on the same branch.
         </p>
+        <FieldError id={`${id}-comment-error`} message={commentError} />
       </div>
-      {error !== undefined && (
+      {error !== undefined && commentError === undefined && (
         <p class="form-error" role="alert">
           {messageOf(error)}
         </p>
@@ -481,7 +488,8 @@ export const TaskScreen = ({ id, me }: { readonly id: number; readonly me: Me })
               task={task}
               onReviewed={(runId) => {
                 if (runId !== null) setSelected(runId)
-                void load()
+                // The review panel goes with the review: keyboard focus moves to the status it set.
+                void load().then(() => requestAnimationFrame(() => document.getElementById("task-status")?.focus()))
               }}
             />
           )}
