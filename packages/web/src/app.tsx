@@ -1,6 +1,7 @@
 /** The shell: who is signed in, the header and navigation, and the screen for the current path. */
 import { useEffect, useRef, useState } from "preact/hooks"
 import { ApiError, api, onUnauthorized } from "./api.js"
+import { forgetEarlyTasks } from "./boardData.js"
 import { Empty, ErrorState, Loading, Notices, useTitle } from "./components.js"
 import { type LiveMode, live, useLiveMode } from "./live.js"
 import { agents, labels, projects } from "./resources.js"
@@ -61,10 +62,13 @@ export const App = () => {
     setSession({ status: "loading" })
     api<Me>("GET", "/api/auth/me").then(
       (me) => setSession({ status: "signed-in", me }),
-      (error: unknown) =>
+      (error: unknown) => {
+        // The board's early read failed alike, or is not this session's: it reads anew.
+        forgetEarlyTasks()
         setSession(
           error instanceof ApiError && error.status === 401 ? { status: "signed-out" } : { status: "failed", error }
         )
+      }
     )
   }
 
@@ -89,15 +93,28 @@ export const App = () => {
     }
   }, [signedIn])
 
-  // A new screen: move focus to its content so a screen reader starts there, not at the header.
+  // A new screen: move focus to its heading so a screen reader starts there, not at the header.
+  // A screen still loading has none yet: focus waits on `main` for it, unless the reader moves on.
   useEffect(() => {
     if (firstPath.current) {
       firstPath.current = false
       return
     }
-    const heading = mainRef.current?.querySelector<HTMLElement>("h1")
-    ;(heading ?? mainRef.current)?.focus()
     window.scrollTo(0, 0)
+    const main = mainRef.current
+    if (main === null) return
+    const heading = () => main.querySelector<HTMLElement>("h1")
+    const now = heading()
+    if (now !== null) return void now.focus()
+    main.focus()
+    const observer = new MutationObserver(() => {
+      const h1 = heading()
+      if (h1 === null) return
+      observer.disconnect()
+      if (document.activeElement === main) h1.focus()
+    })
+    observer.observe(main, { childList: true, subtree: true })
+    return () => observer.disconnect()
   }, [pathname])
 
   if (session.status === "loading") {
@@ -117,8 +134,8 @@ export const App = () => {
   if (session.status === "signed-out") {
     return (
       <>
-        <SignIn onSignedIn={(me) => setSession({ status: "signed-in", me })} />
         <Notices />
+        <SignIn onSignedIn={(me) => setSession({ status: "signed-in", me })} />
       </>
     )
   }
@@ -181,6 +198,7 @@ export const App = () => {
           </button>
         </div>
       </header>
+      <Notices />
       <main id="main" ref={mainRef} tabIndex={-1}>
         {route.name === "board" && <Board me={me} />}
         {route.name === "task" && <TaskScreen key={route.id} id={route.id} me={me} />}
@@ -189,7 +207,6 @@ export const App = () => {
         {route.name === "agents" && <AgentsScreen admin={admin} />}
         {route.name === "not-found" && <NotFound />}
       </main>
-      <Notices />
     </>
   )
 }

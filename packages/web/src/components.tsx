@@ -89,8 +89,9 @@ export const priorityBadge = (priority: TaskPriority) => (
 )
 
 /**
- * A modal dialog on the native `<dialog>`: focus moves in and is kept there, Escape closes it,
- * and focus returns to what opened it.
+ * A modal dialog on the native `<dialog>`: focus moves in (to the element marked
+ * `data-autofocus`, else the first field, else the browser's choice) and is kept there, Escape
+ * closes it, and focus returns to what opened it.
  */
 export const Dialog = ({
   title,
@@ -109,6 +110,7 @@ export const Dialog = ({
     const dialog = ref.current
     const opener = document.activeElement
     dialog?.showModal()
+    dialog?.querySelector<HTMLElement>("[data-autofocus], input:not([type=hidden]), textarea, select")?.focus()
     return () => {
       dialog?.close()
       if (opener instanceof HTMLElement && opener.isConnected) opener.focus()
@@ -180,7 +182,8 @@ export const Confirm = ({
         >
           {confirmLabel}
         </button>
-        <button type="button" class="button button-quiet" onClick={onClose}>
+        {/* The safe choice has the focus: Enter at once cancels. */}
+        <button type="button" class="button button-quiet" onClick={onClose} data-autofocus>
           Cancel
         </button>
       </div>
@@ -226,6 +229,13 @@ export const FieldError = ({ id, message }: { readonly id: string; readonly mess
       {message}
     </p>
   )
+
+/**
+ * A form's own refusal of a field, in the API's shape, so its message appears beside the field
+ * exactly as the API's would (and nothing is sent).
+ */
+export const refuse = (path: string, message: string): ApiError =>
+  new ApiError(400, "BAD_REQUEST", message, { fields: [{ path, message }] })
 
 /** The API's message for a field, or undefined. */
 export const fieldError = (error: unknown, name: string): string | undefined =>
@@ -295,7 +305,11 @@ export const FormActions = ({
   )
 }
 
-// One polite region for short confirmations ("Moved to To do"), one assertive for failures.
+/*
+ * One polite region for short confirmations ("Moved to To do"), one assertive for failures. They
+ * sit in the page's flow under the header (sticky while the page scrolls), never over a panel
+ * at rest, and each shows its newest message only: an older one is stale once another comes.
+ */
 type Notice = { readonly id: number; readonly text: string; readonly kind: "info" | "error" }
 const noticeListeners = new Set<(notices: ReadonlyArray<Notice>) => void>()
 let notices: ReadonlyArray<Notice> = []
@@ -309,7 +323,7 @@ const setNotices = (next: ReadonlyArray<Notice>) => {
 /** Shows a short message for a few seconds and reads it to screen readers. */
 export const notify = (text: string, kind: "info" | "error" = "info"): void => {
   const id = nextNotice++
-  setNotices([...notices.slice(-2), { id, text, kind }])
+  setNotices([...notices.filter((n) => n.kind !== kind), { id, text, kind }])
   setTimeout(() => setNotices(notices.filter((n) => n.id !== id)), kind === "error" ? 8000 : 4000)
 }
 

@@ -9,11 +9,9 @@ import {
   createPerson,
   expectAccessible,
   expectNoPageProblems,
-  launchBrowser,
-  newContext,
+  openSignedIn,
   type Person,
   screenshots,
-  signIn,
   startServer
 } from "./harness.js"
 
@@ -33,9 +31,7 @@ describe.each(testStores())("API keys (%s)", (store) => {
   beforeAll(async () => {
     server = await startServer(store)
     person = await createPerson(server, "Kim Keys", false)
-    browser = await launchBrowser()
-    page = await (await newContext(browser)).newPage()
-    await signIn(page, server, person)
+    ;({ browser, page } = await openSignedIn(server, person))
   })
 
   afterAll(async () => {

@@ -7,8 +7,9 @@
  * and drag events are handled once on the board rather than on every card.
  */
 import { Component } from "preact"
-import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks"
-import { allPages, api, messageOf } from "../api.js"
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks"
+import { api, messageOf } from "../api.js"
+import { takeTasks } from "../boardData.js"
 import { Empty, ErrorState, Loading, labelChip, notify, Options, priorityBadge, useTitle } from "../components.js"
 import { useLiveEvents, useLiveRefresh } from "../live.js"
 import { labelColors, labels, projects } from "../resources.js"
@@ -27,6 +28,24 @@ import {
 import { NewTaskDialog } from "./NewTask.js"
 
 const DRAG_TYPE = "application/x-taskwright-task"
+
+/**
+ * Cards drawn in each column by the first frame of a board: more than the tallest screen shows.
+ * The rest follow in the browser's idle time, four times as many each time, so a board of a
+ * thousand tasks is on screen and usable without waiting for the cards below the fold.
+ */
+const FIRST_CARDS = 24
+
+/** Calls `f` when the browser is idle (soon after a frame where it cannot tell); answers the cancel. */
+const whenIdle = (f: () => void): (() => void) => {
+  if (typeof window.requestIdleCallback === "function") {
+    const id = window.requestIdleCallback(f, { timeout: 250 })
+    return () => window.cancelIdleCallback(id)
+  }
+  // Safari has no idle callbacks.
+  const id = setTimeout(f, 20)
+  return () => clearTimeout(id)
+}
 
 interface Filters {
   readonly project: string
@@ -60,6 +79,8 @@ const byRecent = (a: TaskItem, b: TaskItem) =>
 interface CardProps {
   readonly task: TaskItem
   readonly colors: ReadonlyMap<string, string>
+  /** The credential may change tasks (`tasks:write`): drag and the Status select are offered. */
+  readonly canWrite: boolean
   readonly menuOpen: boolean
   readonly onMenu: (id: number | null) => void
   readonly onMove: (id: number, status: TaskStatus) => void
@@ -68,13 +89,15 @@ interface CardProps {
 class Card extends Component<CardProps> {
   override shouldComponentUpdate(next: CardProps): boolean {
     const p = this.props
-    return next.task !== p.task || next.colors !== p.colors || next.menuOpen !== p.menuOpen
+    return (
+      next.task !== p.task || next.colors !== p.colors || next.menuOpen !== p.menuOpen || next.canWrite !== p.canWrite
+    )
   }
 
   override render() {
-    const { task, colors, menuOpen, onMenu, onMove } = this.props
+    const { task, colors, canWrite, menuOpen, onMenu, onMove } = this.props
     return (
-      <li class="card" draggable data-task-id={task.id}>
+      <li class={canWrite ? "card card-movable" : "card"} draggable={canWrite} data-task-id={task.id}>
         <div class="card-top">
           {/* A plain link: the board follows it in place (one listener for all cards). */}
           <a class="card-title" href={`/tasks/${task.id}`}>
@@ -102,7 +125,7 @@ class Card extends Component<CardProps> {
             ))}
           </ul>
         )}
-        {menuOpen && <CardMenu task={task} onMove={onMove} onClose={() => onMenu(null)} />}
+        {menuOpen && <CardMenu task={task} canWrite={canWrite} onMove={onMove} onClose={() => onMenu(null)} />}
       </li>
     )
   }
@@ -110,16 +133,18 @@ class Card extends Component<CardProps> {
 
 const CardMenu = ({
   task,
+  canWrite,
   onMove,
   onClose
 }: {
   readonly task: TaskItem
+  readonly canWrite: boolean
   readonly onMove: (id: number, status: TaskStatus) => void
   readonly onClose: () => void
 }) => {
   const ref = useRef<HTMLFieldSetElement>(null)
   useEffect(() => {
-    ref.current?.querySelector("select")?.focus()
+    ref.current?.querySelector<HTMLElement>("select, a")?.focus()
     const outside = (e: PointerEvent) => {
       const card = ref.current?.closest(".card")
       if (card !== null && card !== undefined && !card.contains(e.target as Node)) onClose()
@@ -140,12 +165,16 @@ const CardMenu = ({
       }}
     >
       <legend class="visually-hidden">Change “{task.title}”</legend>
-      <label class="field-inline">
-        Status
-        <select value={task.status} onChange={(e) => onMove(task.id, e.currentTarget.value as TaskStatus)}>
-          <Options values={STATUSES} names={STATUS_NAMES} />
-        </select>
-      </label>
+      {canWrite ? (
+        <label class="field-inline">
+          Status
+          <select value={task.status} onChange={(e) => onMove(task.id, e.currentTarget.value as TaskStatus)}>
+            <Options values={STATUSES} names={STATUS_NAMES} />
+          </select>
+        </label>
+      ) : (
+        <p class="muted card-menu-note">{STATUS_NAMES[task.status]}. Your access lets you read tasks, not move them.</p>
+      )}
       <div class="card-menu-actions">
         <Link href={`/tasks/${task.id}`} class="button button-small">
           Open task
@@ -161,13 +190,17 @@ const CardMenu = ({
 const Column = ({
   status,
   tasks,
+  limit,
   dropTarget,
   ...card
 }: {
   readonly status: TaskStatus
   readonly tasks: ReadonlyArray<TaskItem>
+  /** How many of its cards are drawn yet (see {@link FIRST_CARDS}). */
+  readonly limit: number
   readonly dropTarget: boolean
   readonly colors: ReadonlyMap<string, string>
+  readonly canWrite: boolean
   readonly menuFor: number | null
   readonly onMenu: (id: number | null) => void
   readonly onMove: (id: number, status: TaskStatus) => void
@@ -184,11 +217,12 @@ const Column = ({
       <p class="column-empty">{dropTarget ? "Drop here" : "No tasks"}</p>
     ) : (
       <ul class="cards" aria-labelledby={`col-${status}`}>
-        {tasks.map((t) => (
+        {(tasks.length > limit ? tasks.slice(0, limit) : tasks).map((t) => (
           <Card
             key={t.id}
             task={t}
             colors={card.colors}
+            canWrite={card.canWrite}
             menuOpen={card.menuFor === t.id}
             onMenu={card.onMenu}
             onMove={card.onMove}
@@ -209,12 +243,14 @@ export const Board = ({ me }: { readonly me: Me }) => {
   const [menuFor, setMenuFor] = useState<number | null>(null)
   const [creating, setCreating] = useState(false)
   const [dropTarget, setDropTarget] = useState<TaskStatus | null>(null)
+  const [limit, setLimit] = useState(FIRST_CARDS)
   const projectList = projects.use()
   const labelList = labels.use()
   const colors = useMemo(() => labelColors(labelList.value), [labelList.value])
-  const generation = useRef(0)
+  const loading = useRef(false)
+  const again = useRef(false)
+  const mounted = useRef(false)
   const pendingMoves = useRef(new Map<number, TaskStatus>())
-  const measuring = useRef(false)
   const reloadTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
   const canWrite = me.scopes.includes("tasks:write") || me.scopes.includes("admin")
 
@@ -223,20 +259,28 @@ export const Board = ({ me }: { readonly me: Me }) => {
     setFiltersState(f)
   }
 
-  const load = useCallback(async (project: string) => {
-    const mine = ++generation.current
+  /**
+   * Reads the board (of the project filtered on) and draws it. One read at a time: a call while
+   * one is under way (a poll, the socket's first opening, a filter change) makes it read once
+   * more when it is done, after its result is drawn, so the first drawing never waits for a
+   * second read of the same thousand tasks, and no answer read earlier overwrites a later one.
+   */
+  const load = useCallback(async () => {
+    if (loading.current) {
+      again.current = true
+      return
+    }
+    loading.current = true
+    again.current = false
+    const project = savedFilters.project
     try {
       // The labels' colours come with the first drawing of the cards, not in a second one.
       const [list] = await Promise.all([
-        allPages<"tasks", TaskItem>(
-          project === "" ? "/api/tasks" : `/api/tasks?project_id=${encodeURIComponent(project)}`,
-          "tasks"
-        ),
+        takeTasks(project),
         labels.get().value === undefined ? labels.reload() : undefined
       ])
-      if (mine !== generation.current) return
+      if (!mounted.current || project !== savedFilters.project) return
       performance.mark("board:data")
-      measuring.current = true
       setError(undefined)
       setTasks((prev) => {
         const next = new Map<number, TaskItem>()
@@ -252,35 +296,34 @@ export const Board = ({ me }: { readonly me: Me }) => {
         return next
       })
     } catch (e) {
-      if (mine === generation.current) setError(e)
+      if (mounted.current && project === savedFilters.project) setError(e)
+    } finally {
+      loading.current = false
+      // After the frame that shows this read.
+      if (again.current && mounted.current) whenIdle(() => void load())
+    }
+  }, [])
+
+  useEffect(() => {
+    mounted.current = true
+    return () => {
+      mounted.current = false
+      clearTimeout(reloadTimer.current)
     }
   }, [])
 
   useEffect(() => {
     setTasks(undefined)
-    void load(filters.project)
+    setLimit(FIRST_CARDS)
+    void load()
   }, [filters.project])
-
-  // The budget's measure: from the tasks in hand to the first frame after they are drawn.
-  useLayoutEffect(() => {
-    if (!measuring.current || tasks === undefined) return
-    measuring.current = false
-    performance.measure("board:commit", "board:data")
-    requestAnimationFrame(() =>
-      setTimeout(() => {
-        performance.mark("board:interactive")
-        performance.measure("board:render", "board:data", "board:interactive")
-      })
-    )
-  }, [tasks])
 
   const reloadSoon = () => {
     clearTimeout(reloadTimer.current)
-    reloadTimer.current = setTimeout(() => void load(savedFilters.project), 300)
+    reloadTimer.current = setTimeout(() => void load(), 300)
   }
-  useEffect(() => () => clearTimeout(reloadTimer.current), [])
 
-  useLiveRefresh(() => void load(savedFilters.project))
+  useLiveRefresh(() => void load())
   useLiveEvents((event: LiveEvent) => {
     if (event.type === "task.deleted") {
       const id = (event.data as { id?: unknown } | null)?.id
@@ -349,6 +392,15 @@ export const Board = ({ me }: { readonly me: Me }) => {
     return out
   }, [tasks, filters.priority, filters.label])
 
+  // The cards below the fold, once the frame with those above it is drawn.
+  const longest = Math.max(0, ...[...columns.values()].map((c) => c.length))
+  const loaded = tasks !== undefined
+  useEffect(() => {
+    if (!loaded || limit >= longest) return
+    // In the browser's idle time: a click or a key press on the cards already drawn goes first.
+    return whenIdle(() => setLimit((n) => n * 4))
+  }, [loaded, limit, longest])
+
   const filtered = filters.project !== "" || filters.priority !== "" || filters.label !== ""
   const shown = [...columns.values()].reduce((n, c) => n + c.length, 0)
 
@@ -416,7 +468,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
         )}
       </div>
 
-      {error !== undefined && <ErrorState error={error} onRetry={() => void load(filters.project)} />}
+      {error !== undefined && <ErrorState error={error} onRetry={() => void load()} />}
       {tasks === undefined && error === undefined && <Loading label="Loading the board…" />}
       {tasks !== undefined && shown === 0 && (
         <Empty title={filtered ? "No task matches these filters." : "No tasks yet."}>
@@ -450,6 +502,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
             navigate(href)
           }}
           onDragStart={(e) => {
+            if (!canWrite) return
             const card = (e.target as Element | null)?.closest?.("[data-task-id]")
             const id = card?.getAttribute("data-task-id")
             if (id === null || id === undefined || e.dataTransfer === null) return
@@ -464,7 +517,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
           }}
           onDragOver={(e) => {
             const s = dragStatus(e)
-            if (s === null || e.dataTransfer === null || !e.dataTransfer.types.includes(DRAG_TYPE)) return
+            if (!canWrite || s === null || e.dataTransfer === null || !e.dataTransfer.types.includes(DRAG_TYPE)) return
             e.preventDefault()
             e.dataTransfer.dropEffect = "move"
             if (s !== dropTarget) setDropTarget(s)
@@ -478,7 +531,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
             const s = dragStatus(e)
             const id = Number(e.dataTransfer?.getData(DRAG_TYPE))
             setDropTarget(null)
-            if (s === null || !Number.isInteger(id) || id <= 0) return
+            if (!canWrite || s === null || !Number.isInteger(id) || id <= 0) return
             e.preventDefault()
             void move(id, s)
           }}
@@ -488,8 +541,10 @@ export const Board = ({ me }: { readonly me: Me }) => {
               key={s}
               status={s}
               tasks={columns.get(s) ?? []}
+              limit={limit}
               dropTarget={dropTarget === s}
               colors={colors}
+              canWrite={canWrite}
               menuFor={menuFor}
               onMenu={setMenuFor}
               onMove={move}

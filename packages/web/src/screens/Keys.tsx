@@ -183,8 +183,11 @@ const NewKey = ({
     )
   })
   const scopeError = fieldError(error, "scopes")
+  const form = useRef<HTMLFormElement>(null)
+  // "New key" goes away as the form comes: the focus goes to the form's first field.
+  useEffect(() => form.current?.querySelector("input")?.focus(), [])
   return (
-    <form class="panel form" aria-labelledby={`${id}-title`} noValidate onSubmit={onSubmit}>
+    <form ref={form} class="panel form" aria-labelledby={`${id}-title`} noValidate onSubmit={onSubmit}>
       <h2 id={`${id}-title`}>New key</h2>
       <Field
         label="Name"
@@ -353,7 +356,10 @@ export const KeysScreen = ({ me }: { readonly me: Me }) => {
       {creating && (
         <NewKey
           scopes={userScopes}
-          onCancel={() => setCreating(false)}
+          onCancel={() => {
+            setCreating(false)
+            requestAnimationFrame(() => newKeyButton.current?.focus())
+          }}
           onCreated={(key) => {
             setCreating(false)
             setSecret({ name: key.name, secret: key.secret })
@@ -417,7 +423,9 @@ export const KeysScreen = ({ me }: { readonly me: Me }) => {
               await api("DELETE", `/api/keys/${confirm.key.id}`)
               setConfirm(null)
               notify(`Revoked ${confirm.key.name}.`)
-              void load()
+              // Its row, and the button that opened the dialog, leave the list.
+              await load()
+              requestAnimationFrame(() => newKeyButton.current?.focus())
             }}
           />
         ))}

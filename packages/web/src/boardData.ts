@@ -1,0 +1,34 @@
+/**
+ * The board's tasks, read as early as the page allows: when the page opened is the board, the
+ * script asks for them at once, alongside `/api/auth/me`, instead of after it answers. The board
+ * takes that read for its first drawing; every later read is a new one.
+ */
+import { allPages } from "./api.js"
+import type { TaskItem } from "./types.js"
+
+export const fetchTasks = (project: string): Promise<Array<TaskItem>> =>
+  allPages<"tasks", TaskItem>(
+    project === "" ? "/api/tasks" : `/api/tasks?project_id=${encodeURIComponent(project)}`,
+    "tasks"
+  )
+
+let early: Promise<Array<TaskItem>> | undefined
+
+/** Starts reading every task (the board opens on all projects). Signed out, it answers 401 like `/api/auth/me`. */
+export const prefetchTasks = (): void => {
+  early = fetchTasks("")
+  // Not taken (signed out, another screen): its failure is nobody's to report.
+  early.catch(() => {})
+}
+
+/** Drops the early read (it was made signed out, so it failed: the board must read anew). */
+export const forgetEarlyTasks = (): void => {
+  early = undefined
+}
+
+/** The early read when it is for `project` and not taken yet, else a new read. */
+export const takeTasks = (project: string): Promise<Array<TaskItem>> => {
+  const taken = project === "" ? early : undefined
+  early = undefined
+  return taken ?? fetchTasks(project)
+}
