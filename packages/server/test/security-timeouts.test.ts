@@ -1,6 +1,7 @@
 /**
  * The idle timers of a connection, against a real server with small timeouts: a connection that
  * sends nothing is closed at the headers timeout, a keep-alive connection soon after its answer,
+ * one that stops reading its answers at the idle timeout,
  * and a request whose handler works longer than both (a project cloned from a slow ssh remote
  * before the answer) still gets its answer.
  */
@@ -104,6 +105,27 @@ describe("idle connections and requests being handled", () => {
     const idleAfterAnswer = closedAfterMs - answeredAfterMs
     expect(idleAfterAnswer).toBeGreaterThanOrEqual(KEEP_ALIVE_MS - 100)
     expect(idleAfterAnswer).toBeLessThan(IDLE_MS - 500)
+  })
+
+  it("a client that stops reading its answers is cut off at the idle timeout", async () => {
+    // Seen from the server: the client below never reads, so it would not notice a close.
+    const closed = new Promise<number>((resolve) =>
+      server.server.once("connection", (socket) => {
+        const opened = Date.now()
+        socket.once("close", () => resolve(Date.now() - opened))
+      })
+    )
+    const client = connect(server.port, "127.0.0.1")
+    client.on("error", () => {})
+    client.pause()
+    // Far more than the socket buffers hold: the server's writes stall with an answer half sent.
+    const request = "GET /api/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"
+    client.write(request.repeat(2_000))
+    const closedAfterMs = await closed
+    client.destroy()
+    // Node gives a write that was still moving one more idle period before it calls the socket idle.
+    expect(closedAfterMs).toBeGreaterThanOrEqual(IDLE_MS - 200)
+    expect(closedAfterMs).toBeLessThan(2 * IDLE_MS + 5_000)
   })
 
   it("a request whose handler works longer than the idle and request timeouts still gets its answer", async () => {
