@@ -16,7 +16,8 @@ export const GitUrl = Schema.String.pipe(
   Schema.pattern(/^(https:\/\/[^\s]+|ssh:\/\/[^\s]+|git@[A-Za-z0-9.-]+:[^\s]+|file:\/\/\/[^\s]*)$/, {
     message: gitUrlMessage,
     title: "git URL",
-    description: "A repository to clone into path: an https://, ssh://, git@host: or file:// URL (file:// for admins)."
+    description:
+      "A repository to clone into path: an https://, ssh://, git@host: or file:// URL (ssh and file:// for admins)."
   })
 )
 
