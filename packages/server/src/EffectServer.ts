@@ -5,14 +5,16 @@
  * answers every request the same way: one gate (rate limits, key usage, cookie sessions with
  * their CSRF check), one scope check, one envelope, the OpenAPI document and the docs page.
  */
+import { Socket as NetSocket } from "node:net"
+import type { TLSSocket } from "node:tls"
 import { Cookies, type HttpApp, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
 import { errorBody } from "@taskwright/api"
 import { defaultAuthSettings, type EngineServices, errorWire, TaskwrightConfig } from "@taskwright/core"
 import { clientAddress } from "@taskwright/core/internal"
-import { Context, Effect, Either, Layer, ManagedRuntime, Option, Runtime, Stream } from "effect"
+import { Context, Effect, Either, Layer, ManagedRuntime, Option, type Runtime, Stream } from "effect"
 import { apiDocuments } from "./Documents.js"
 import { type EventsServices, makeEventsSessions, type Refusal } from "./events/EventsSession.js"
-import { makeEventsUpgrade } from "./events/NodeEventsSocket.js"
+import { MAX_BUFFERED_BYTES, makeEventsUpgrade, PING_MS } from "./events/NodeEventsSocket.js"
 import { makeRequestListener, splitUrl } from "./FastServer.js"
 import { type HttpExchange, makeDispatcher, type SiteHandler } from "./http/Dispatcher.js"
 import { VERSION } from "./version.js"
@@ -43,6 +45,7 @@ class EffectExchange implements HttpExchange {
     return this.address
   }
   get secure(): boolean {
+    if (servedOverTls(this.request)) return true
     if (this.trustedHops === 0) return false
     return this.header("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https"
   }
@@ -105,6 +108,28 @@ export interface HttpFaceOptions {
   readonly prefix?: string
   /** Answers requests outside `/api/` (the web board). */
   readonly site?: SiteHandler
+  /** Unsent bytes an event-socket client may have queued before it is closed as too slow (default 4 MiB). */
+  readonly eventsMaxBufferedBytes?: number
+  /** Milliseconds between pings of an event-socket client; one silent for two is dropped (default 30 s). */
+  readonly eventsPingMs?: number
+}
+
+/**
+ * The connection under a request the platform serves over `node:http` (its `source` is the
+ * `IncomingMessage`); undefined on other platforms.
+ */
+const connectionOf = (request: HttpServerRequest.HttpServerRequest): NetSocket | undefined => {
+  const source: unknown = request.source
+  if (typeof source !== "object" || source === null || !("socket" in source)) return undefined
+  return source.socket instanceof NetSocket ? source.socket : undefined
+}
+
+/** The host serves this request over TLS itself (an `https` server, or a platform whose request URL says so). */
+const servedOverTls = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const connection = connectionOf(request)
+  if (connection !== undefined) return (connection as TLSSocket).encrypted === true
+  const source: unknown = request.source
+  return source instanceof Request && source.url.startsWith("https:")
 }
 
 /** The dispatcher's options for this server: its version, documents and site. */
@@ -115,50 +140,108 @@ export const dispatcherOptions = (options: HttpFaceOptions = {}) => ({
   ...(options.prefix === undefined ? {} : { prefix: options.prefix })
 })
 
-/** Unanswered frames a client of the Effect face may have before it counts as too slow. */
-const MAX_PENDING_FRAMES = 10_000
+/** Frames sent before the socket has opened, held until it has; past this the client counts as too slow. */
+const MAX_EARLY_FRAMES = 10_000
+
+/** A WebSocket ping frame: FIN, opcode 0x9, no payload (a server's frames are unmasked). */
+const PING_FRAME = Buffer.from([0x89, 0x00])
+
+/**
+ * Pings a WebSocket client every `everyMs` on its connection and calls `dead` when nothing came
+ * from it (a pong, or anything else) since the previous ping. The platform's socket has no ping of
+ * its own, so the frame is written on the connection: the WebSocket writes whole frames to it
+ * synchronously, so this one never lands inside another. Answers how to stop.
+ */
+const heartbeat = (connection: NetSocket, everyMs: number, dead: () => void) => {
+  let heard = true
+  const onData = () => {
+    heard = true
+  }
+  connection.on("data", onData)
+  const timer = setInterval(() => {
+    if (!heard) return dead()
+    heard = false
+    if (connection.writable) connection.write(PING_FRAME)
+  }, everyMs)
+  timer.unref()
+  return () => {
+    clearInterval(timer)
+    connection.off("data", onData)
+  }
+}
 
 /**
  * `GET /api/events` on `@effect/platform`'s sockets: the same session as over `ws`, the socket
- * upgraded only once the session admitted the request.
+ * upgraded only once the session admitted the request. The platform's write hands a frame to the
+ * connection at once, so how far a client is behind is read from the connection itself (its
+ * unsent bytes, as `ws` counts them for the `node:http` face); the same bound closes it.
  */
 const eventsSocket = (
   sessions: ReturnType<typeof makeEventsSessions>,
   request: HttpServerRequest.HttpServerRequest,
   exchange: EffectExchange,
-  query: string
+  query: string,
+  limits: { readonly maxBufferedBytes: number; readonly pingMs: number }
 ) =>
   Effect.gen(function* () {
     const decision = yield* Effect.promise(() => sessions.admit({ ...requestInfo(exchange), query }))
     if (Either.isLeft(decision)) return envelopeResponse(decision.left)
     const socket = yield* request.upgrade
     const write = yield* socket.writer
-    const runtime = yield* Effect.runtime<never>()
-    const runFork = Runtime.runFork(runtime)
-    let pending = 0
+    const connection = connectionOf(request)
+    // Frames the session sends before the socket has opened; undefined once it has.
+    let early: Array<string | Socket.CloseEvent> | undefined = []
+    let open = false
+    let ended = false
+    let stopHeartbeat = () => {}
+    const put = (frame: string | Socket.CloseEvent) => {
+      if (open) Effect.runSyncExit(write(frame))
+    }
     const session = sessions.start(
       {
         send: (text) => {
-          if (pending >= MAX_PENDING_FRAMES) return false
-          pending++
-          runFork(
-            Effect.ensuring(
-              Effect.ignore(write(text)),
-              Effect.sync(() => pending--)
-            )
-          )
+          if (early !== undefined) {
+            if (early.length >= MAX_EARLY_FRAMES) return false
+            early.push(text)
+            return true
+          }
+          // The client is not reading: what is unsent would only pile up here.
+          if (connection !== undefined && connection.writableLength > limits.maxBufferedBytes) return false
+          put(text)
           return true
         },
         close: (code, reason) => {
-          runFork(Effect.ignore(write(new Socket.CloseEvent(code, reason))))
+          ended = true
+          stopHeartbeat()
+          const frame = new Socket.CloseEvent(code, reason)
+          if (early !== undefined) early.push(frame)
+          else put(frame)
         }
       },
       decision.right
     )
+    const onOpen = Effect.sync(() => {
+      open = true
+      const waiting = early ?? []
+      early = undefined
+      for (const frame of waiting) put(frame)
+      if (connection !== undefined && !ended) {
+        stopHeartbeat = heartbeat(connection, limits.pingMs, () => connection.destroy())
+      }
+    })
     const text = new TextDecoder()
     yield* socket
-      .runRaw((data) => session.message(typeof data === "string" ? data : text.decode(data)))
-      .pipe(Effect.ignore, Effect.ensuring(Effect.sync(session.closed)))
+      .runRaw((data) => session.message(typeof data === "string" ? data : text.decode(data)), { onOpen })
+      .pipe(
+        Effect.ignore,
+        Effect.ensuring(
+          Effect.sync(() => {
+            open = false
+            stopHeartbeat()
+            session.closed()
+          })
+        )
+      )
     return HttpServerResponse.empty()
   }).pipe(
     Effect.scoped,
@@ -197,10 +280,15 @@ export const makeHttpApp = (
   const sessions = makeEventsSessions(runtime)
   const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
   const prefix = options.prefix?.replace(/\/+$/, "")
+  const limits = {
+    maxBufferedBytes: options.eventsMaxBufferedBytes ?? MAX_BUFFERED_BYTES,
+    pingMs: options.eventsPingMs ?? PING_MS
+  }
   return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     const { pathname, query } = splitUrl(request.url, prefix)
     if (pathname === "/api/events" && request.headers.upgrade?.toLowerCase() === "websocket") {
-      return eventsSocket(sessions, request, new EffectExchange(request, pathname, query, trustedHops, () => {}), query)
+      const exchange = new EffectExchange(request, pathname, query, trustedHops, () => {})
+      return eventsSocket(sessions, request, exchange, query, limits)
     }
     return Effect.async<HttpServerResponse.HttpServerResponse>((resume) => {
       dispatch(
@@ -244,7 +332,11 @@ export const makeHttpFaces = (
   app: makeHttpApp(runtime, options),
   handler: makeWebHandler(runtime, dispatcherOptions(options)),
   nodeHandler: makeRequestListener(runtime, dispatcherOptions(options)),
-  nodeUpgrade: makeEventsUpgrade(runtime, options.prefix === undefined ? {} : { prefix: options.prefix }).handle
+  nodeUpgrade: makeEventsUpgrade(runtime, {
+    ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
+    ...(options.eventsMaxBufferedBytes === undefined ? {} : { maxBufferedBytes: options.eventsMaxBufferedBytes }),
+    ...(options.eventsPingMs === undefined ? {} : { pingMs: options.eventsPingMs })
+  }).handle
 })
 
 /**

@@ -19,7 +19,8 @@ import { type EventsRequest, type EventsServices, makeEventsSessions, type Refus
 
 /** Unsent bytes a client may have queued before it counts as too slow. */
 export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024
-const PING_MS = 30_000
+/** How often a client is pinged; one that has not answered the previous ping by then is dropped. */
+export const PING_MS = 30_000
 
 const STATUS_TEXT: Record<number, string> = {
   400: "Bad Request",
@@ -63,10 +64,13 @@ export interface EventsSocketOptions {
   readonly prefix?: string
   /** Unsent bytes a client may have queued before it counts as too slow (default {@link MAX_BUFFERED_BYTES}). */
   readonly maxBufferedBytes?: number
+  /** Milliseconds between pings (default {@link PING_MS}). */
+  readonly pingMs?: number
 }
 
 export const makeEventsUpgrade = (runtime: Runtime.Runtime<EventsServices>, options: EventsSocketOptions = {}) => {
   const maxBuffered = options.maxBufferedBytes ?? MAX_BUFFERED_BYTES
+  const pingMs = options.pingMs ?? PING_MS
   const sessions = makeEventsSessions(runtime)
   const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
   const prefix = options.prefix?.replace(/\/+$/, "")
@@ -117,7 +121,7 @@ export const makeEventsUpgrade = (runtime: Runtime.Runtime<EventsServices>, opti
           if (!alive) return ws.terminate()
           alive = false
           ws.ping()
-        }, PING_MS)
+        }, pingMs)
         ping.unref()
         ws.on("message", (data, binary) => {
           if (!binary) session.message(data.toString())

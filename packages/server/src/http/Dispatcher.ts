@@ -315,9 +315,16 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
     })
   }
 
+  // The event socket is taken by the transport's upgrade; a request without `Upgrade` is told how to ask.
+  const upgradeRequired = (exchange: HttpExchange): void => {
+    exchange.setHeader("upgrade", "websocket")
+    send({ exchange, route: upgradeRoute, rate: undefined, actor: undefined }, 426, UPGRADE_REQUIRED)
+  }
+
   return (exchange: HttpExchange): void => {
     const { pathname, method } = exchange
     if (pathname === "/api/health" && (method === "GET" || method === "HEAD")) return health(exchange)
+    if (pathname === "/api/events" && (method === "GET" || method === "HEAD")) return upgradeRequired(exchange)
     if (!pathname.startsWith("/api/") && options.site?.(exchange) === true) return
     const found = match(method, pathname)
     switch (found._tag) {
@@ -360,6 +367,16 @@ const notFoundRoute: Route = serverRoute("not found", ({ request }) =>
 )
 
 const tooLargeRoute: Route = serverRoute("body too large", () => Effect.void)
+
+const upgradeRoute: Route = serverRoute("events without upgrade", () => Effect.void)
+
+const UPGRADE_REQUIRED = JSON.stringify({
+  error: {
+    code: "UPGRADE_REQUIRED",
+    message: "GET /api/events is a WebSocket: open it with Upgrade: websocket",
+    details: { upgrade: "websocket" }
+  }
+})
 
 const healthRoute: Route = serverRoute("health", () => Effect.succeed({ status: "ok" }))
 
