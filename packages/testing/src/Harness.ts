@@ -2,7 +2,7 @@
  * `createHarness()`: one engine for one test, on an in-memory store (or a fresh PostgreSQL
  * database), with a user and their key, the bootstrap admin key, the scripted agent configured,
  * the whole HTTP API without a socket (`inject`), the typed client over a real socket, and helpers
- * to start an agent run and await its end. `close()` removes everything it made.
+ * to start an agent run and await its end, and to await an event. `close()` removes everything it made.
  *
  * Built on `@taskwright/embedded`: the engine is the one a host embeds, not a test double.
  */
@@ -11,10 +11,12 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { type Json, makeClient, type TaskwrightClient } from "@taskwright/api"
+import { type Json, makeClient, type TaskwrightClient, TaskwrightError } from "@taskwright/api"
 import {
   type AgentUpdate,
   type EngineServices,
+  type EventMessage,
+  type EventTopic,
   grantableScopes,
   type Run,
   type RunLogEntry,
@@ -24,7 +26,7 @@ import {
   type TaskCreate
 } from "@taskwright/core"
 import { createTaskwright, type Taskwright, type TaskwrightAs, type TaskwrightOptions } from "@taskwright/embedded"
-import { Context, Effect, type Scope as EffectScope, Layer } from "effect"
+import { Context, Data, Effect, type Scope as EffectScope, Layer } from "effect"
 import { type QueryParam, type RequestOptions, sendTestRequest, storeQuery, type TestResponse } from "./Exchange.js"
 import { createPgDatabase, type TestDatabase } from "./Postgres.js"
 import { waitFor } from "./Processes.js"
@@ -68,6 +70,35 @@ export interface StartRunOptions {
   readonly as?: TaskwrightAs
   /** The rest of the start request (`autonomy`, `branch`; `agent` to run another agent). */
   readonly body?: Partial<Json<typeof RunStart>>
+}
+
+/** No event matched within the time {@link Harness.awaitEvent} was given. */
+export class EventWaitTimeout extends Data.TaggedError("EventWaitTimeout")<{
+  readonly message: string
+  readonly timeoutMs: number
+}> {}
+
+/** An event as {@link Harness.awaitEvent} hands it over: `data` is always a JSON object (the resource, or a log entry). */
+export interface HarnessEvent extends Omit<EventMessage, "data"> {
+  readonly data: Readonly<Record<string, unknown>>
+}
+
+const toHarnessEvent = (event: EventMessage): HarnessEvent => ({
+  ...event,
+  data: typeof event.data === "object" && event.data !== null ? { ...event.data } : {}
+})
+
+export interface AwaitEventOptions {
+  /** Whose events (default: {@link Harness.as}): only what that user may see can match. */
+  readonly as?: TaskwrightAs
+  /** As a subscribe message's (default: every family but run logs; `run:<run_id>` for a run's log lines). */
+  readonly topics?: ReadonlyArray<EventTopic>
+  /** Only events after this id (default 0: the whole log, so an event that already happened matches too). */
+  readonly since?: number
+  /** How long to wait (default 10 s), then {@link EventWaitTimeout}. */
+  readonly timeoutMs?: number
+  /** Stops waiting (the promise rejects with the signal's reason). */
+  readonly signal?: AbortSignal
 }
 
 export interface Harness {
@@ -115,6 +146,12 @@ export interface Harness {
     runId: string,
     options?: { readonly timeoutMs?: number; readonly as?: TaskwrightAs }
   ): Promise<Json<typeof Run>>
+  /**
+   * The first event matching `predicate`, replayed from the log or live: it does not matter whether
+   * the change happened before the call or after. Fails with {@link EventWaitTimeout} (or the
+   * `TaskwrightError` of a bad `topics`/`since`).
+   */
+  awaitEvent(predicate: (event: HarnessEvent) => boolean, options?: AwaitEventOptions): Promise<HarnessEvent>
   /** {@link startRun} then {@link awaitRun}. */
   run(options?: StartRunOptions & { readonly timeoutMs?: number }): Promise<Json<typeof Run>>
   /** Every log entry of a run, oldest first. */
@@ -256,6 +293,48 @@ export const createHarness = async (options: HarnessOptions = {}): Promise<Harne
         { timeoutMs: o.timeoutMs ?? 30_000, intervalMs: 5, what: `run ${runId} to end` }
       )
 
+    const awaitEvent: Harness["awaitEvent"] = (predicate, o = {}) =>
+      new Promise((resolve, reject) => {
+        const timeoutMs = o.timeoutMs ?? 10_000
+        let unsubscribe: (() => void) | undefined
+        let settled = false
+        const settle = (then: () => void) => {
+          if (settled) return
+          settled = true
+          clearTimeout(timer)
+          o.signal?.removeEventListener("abort", onAbort)
+          unsubscribe?.()
+          then()
+        }
+        const timer = setTimeout(
+          () =>
+            settle(() =>
+              reject(new EventWaitTimeout({ message: `no matching event within ${timeoutMs} ms`, timeoutMs }))
+            ),
+          timeoutMs
+        )
+        const onAbort = () => settle(() => reject(o.signal?.reason))
+        if (o.signal?.aborted === true) return onAbort()
+        o.signal?.addEventListener("abort", onAbort, { once: true })
+        ;(o.as ?? as).events
+          .subscribe(
+            o.topics,
+            (message) => {
+              const event = toHarnessEvent(message)
+              if (predicate(event)) settle(() => resolve(event))
+            },
+            { since: o.since ?? 0 }
+          )
+          .then(
+            (stop) => {
+              // A replayed event may have matched before the subscription was handed back.
+              if (settled) stop()
+              else unsubscribe = stop
+            },
+            (error: unknown) => settle(() => reject(error))
+          )
+      })
+
     const harness: Harness = {
       tw,
       store,
@@ -277,6 +356,7 @@ export const createHarness = async (options: HarnessOptions = {}): Promise<Harne
       },
       startRun,
       awaitRun,
+      awaitEvent,
       run: async (o = {}) => {
         const started = await startRun(o)
         return awaitRun(started.run_id, {
@@ -319,6 +399,22 @@ export const harness = (options: HarnessOptions = {}): Effect.Effect<Harness, ne
 
 /** The harness in an Effect test's context, beside the engine's services (`yield* Tasks`). */
 export class TestHarness extends Context.Tag("@taskwright/testing/TestHarness")<TestHarness, Harness>() {
+  /** {@link Harness.awaitEvent} as an Effect (interrupting it stops the wait): `yield* TestHarness.awaitEvent(...)`. */
+  static awaitEvent(
+    predicate: (event: HarnessEvent) => boolean,
+    options: Omit<AwaitEventOptions, "signal"> = {}
+  ): Effect.Effect<HarnessEvent, EventWaitTimeout | TaskwrightError, TestHarness> {
+    return Effect.flatMap(TestHarness, (h) =>
+      Effect.tryPromise({
+        try: (signal) => h.awaitEvent(predicate, { ...options, signal }),
+        catch: (error) =>
+          error instanceof EventWaitTimeout || error instanceof TaskwrightError
+            ? error
+            : new TaskwrightError("INTERNAL_ERROR", 500, String(error), {})
+      })
+    )
+  }
+
   /** A harness for the layer's lifetime (`layer(TestHarness.layer())(...)` in `@effect/vitest`), with the engine's services. */
   static layer(options: HarnessOptions = {}): Layer.Layer<TestHarness | EngineServices> {
     return Layer.unwrapScoped(

@@ -6,8 +6,8 @@
 import { it as effectIt, layer } from "@effect/vitest"
 import { TaskwrightError } from "@taskwright/api"
 import { Users } from "@taskwright/core"
-import { createHarness, type Harness, harness, isRunning, TestHarness } from "@taskwright/testing"
-import { Effect } from "effect"
+import { createHarness, EventWaitTimeout, type Harness, harness, isRunning, TestHarness } from "@taskwright/testing"
+import { Effect, Either } from "effect"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 
 const rejection = (promise: Promise<unknown>): Promise<unknown> =>
@@ -87,6 +87,31 @@ describe("createHarness in plain vitest", () => {
     expect(logs.some((m) => m.startsWith("Sandboxed with bubblewrap"))).toBe(true)
   })
 
+  it("awaits an event, whether the change comes before the wait or after, as the user sees it", async () => {
+    const before = await h.as.tasks.create({ title: "Already there" })
+    expect(await h.awaitEvent((e) => e.type === "task.created" && e.data.id === before.id)).toMatchObject({
+      type: "task.created",
+      data: { title: "Already there" }
+    })
+    const waiting = h.awaitEvent((e) => e.type === "task.updated" && e.data.status === "todo")
+    await h.as.tasks.update(before.id, { status: "todo" })
+    expect((await waiting).data).toMatchObject({ id: before.id, status: "todo" })
+    // Another user's change never matches for this user, and the wait ends with EventWaitTimeout.
+    const other = await h.createUser()
+    await h.tw.as(other.id).tasks.create({ title: "Not yours" })
+    const missed = await h.awaitEvent((e) => e.data.title === "Not yours", { timeoutMs: 300 }).catch((e: unknown) => e)
+    expect(missed).toBeInstanceOf(EventWaitTimeout)
+    // A run's log lines, with its topic.
+    const { run_id } = await h.startRun({ script: [{ stdout: "from the agent" }] })
+    const line = await h.awaitEvent((e) => e.type === "run.log" && e.data.message === "from the agent", {
+      topics: [`run:${run_id}`]
+    })
+    expect(line.data).toMatchObject({ run_id })
+    await h.awaitRun(run_id)
+    const bad = await rejection(h.awaitEvent(() => true, { topics: ["everything" as "tasks"] }))
+    expect(bad).toMatchObject({ code: "BAD_REQUEST", status: 400 })
+  })
+
   it("runs a script of the test's own, and checks what the agent left", async () => {
     const run = await h.run({ script: [{ stdout: "child" }, { exit: 3 }] })
     expect(run.status).toBe("failed")
@@ -115,6 +140,17 @@ describe("harness with @effect/vitest", () => {
         const user = yield* Effect.flatMap(Users, (users) => users.findByEmail(h.user.email))
         expect(user.id).toBe(h.user.id)
         expect((yield* Effect.promise(() => h.as.tasks.get(created.id))).title).toBe("Shared engine")
+      })
+    )
+
+    it.effect("awaits an event with TestHarness.awaitEvent, failing with EventWaitTimeout", () =>
+      Effect.gen(function* () {
+        const h = yield* TestHarness
+        const created = yield* Effect.promise(() => h.as.tasks.create({ title: "Awaited in Effect" }))
+        const event = yield* TestHarness.awaitEvent((e) => e.type === "task.created" && e.data.id === created.id)
+        expect(event.data).toMatchObject({ title: "Awaited in Effect" })
+        const none = yield* Effect.either(TestHarness.awaitEvent(() => false, { timeoutMs: 200 }))
+        expect(Either.isLeft(none) && none.left).toBeInstanceOf(EventWaitTimeout)
       })
     )
   })
