@@ -158,6 +158,38 @@ describe("createTaskwright on an in-memory store", () => {
     expect(narrow).toBeInstanceOf(TaskwrightError)
   })
 
+  it("refuses in process what the event socket refuses over HTTP, with the same 400", async () => {
+    const refused = (topics: unknown, since?: unknown) =>
+      rejection(
+        tw
+          .as(ada)
+          .events.subscribe(
+            topics as ReadonlyArray<"tasks">,
+            () => {},
+            since === undefined ? {} : { since: since as number }
+          )
+      )
+    expect(await refused(["tasks", "everything"])).toMatchObject({
+      code: "BAD_REQUEST",
+      status: 400,
+      message: "topics.1 must be tasks, projects, labels, runs or run:<run_id>",
+      details: { fields: [{ path: "topics.1" }] }
+    })
+    // A plain string is not a list of topics (it was once read letter by letter).
+    expect(await refused("tasks")).toMatchObject({ code: "BAD_REQUEST", message: "topics must be an array" })
+    expect(await refused(["run:not-a-run"])).toMatchObject({
+      code: "BAD_REQUEST",
+      details: { fields: [{ path: "topics.0" }] }
+    })
+    for (const since of [-5, "x", 1.5]) {
+      expect(await refused(undefined, since)).toMatchObject({
+        code: "BAD_REQUEST",
+        message: `since must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`,
+        details: { fields: [{ path: "since" }] }
+      })
+    }
+  })
+
   it("shares one engine with Effect code through tw.effect", async () => {
     const created = await tw.as(ada).tasks.create({ title: "seen by Effect" })
     const actor: Actor = {
