@@ -116,7 +116,8 @@ export interface HttpFaceOptions {
 
 /**
  * The connection under a request the platform serves over `node:http` (its `source` is the
- * `IncomingMessage`); undefined on other platforms.
+ * `IncomingMessage`); undefined on other platforms, where an event socket then has neither the
+ * unsent-bytes bound nor pings (only the bound on frames sent before it opened).
  */
 const connectionOf = (request: HttpServerRequest.HttpServerRequest): NetSocket | undefined => {
   const source: unknown = request.source
