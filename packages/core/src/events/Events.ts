@@ -39,6 +39,7 @@ import {
 import { Deferred, Effect, Exit, FiberId, Runtime, Schedule, Stream } from "effect"
 import { TaskwrightConfig } from "../Config.js"
 import { type StoreError, StoreTag } from "../store/Store.js"
+import * as Unit from "../store/Unit.js"
 import { type EventRow, EventsRepo } from "./EventsRepo.js"
 
 /** Events read from the log per statement. */
@@ -222,6 +223,11 @@ export class Events extends Effect.Service<Events>()("@taskwright/core/Events", 
     }
     store.onEventsAppended(wake)
 
+    function* appendWork(drafts: ReadonlyArray<EventDraft>, at: string): Unit.Work<void> {
+      yield* repo.append(drafts, at)
+      yield* Unit.onCommit(wake)
+    }
+
     /** Makes the hub follow the log, from its newest event, if it does not already. */
     const follow: Effect.Effect<void, StoreError> = Effect.suspend(() => {
       if (position !== null) return Effect.void
@@ -351,8 +357,9 @@ export class Events extends Effect.Service<Events>()("@taskwright/core/Events", 
        * Appends events for a change; call it last in the change's transaction. Subscribers hear of
        * them once (and only if) the transaction commits.
        */
-      append: (drafts: ReadonlyArray<EventDraft>, at: string) =>
-        Effect.zipRight(repo.append(drafts, at), store.afterCommit(wake)),
+      append: (drafts: ReadonlyArray<EventDraft>, at: string) => store.unit(() => appendWork(drafts, at)),
+      /** {@link append} as a step of a unit of work (`store/Unit.ts`). */
+      appendWork,
       /** Appends `run.log` events for a batch of a run's log entries (their JSON, as the log stores them). */
       appendLogs: (ownerId: string, runId: string, entries: string) =>
         Effect.zipRight(repo.appendLogs(ownerId, runId, entries), store.afterCommit(wake)),

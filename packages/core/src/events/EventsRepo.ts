@@ -8,6 +8,7 @@
 import type { EventDraft } from "@taskwright/domain"
 import { Effect } from "effect"
 import { StoreTag, statement } from "../store/Store.js"
+import * as Unit from "../store/Unit.js"
 
 export interface EventRow {
   readonly id: number
@@ -71,20 +72,17 @@ export class EventsRepo extends Effect.Service<EventsRepo>()("@taskwright/core/E
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
     return {
-      /** Appends the drafts, in order, stamped `at` (call it last in the change's transaction). */
-      append: (drafts: ReadonlyArray<EventDraft>, at: string) => {
-        if (drafts.length === 0) return Effect.void
+      /** Appends the drafts, in order, stamped `at` (last in the change's unit of work). A unit step. */
+      *append(drafts: ReadonlyArray<EventDraft>, at: string): Unit.Work<void> {
+        if (drafts.length === 0) return
         const [only] = drafts
         if (drafts.length === 1 && only !== undefined) {
-          return Effect.asVoid(
-            store.run(q.appendOne, [only.type, only.ownerId, only.runId ?? null, JSON.stringify(only.data), at])
-          )
+          yield* Unit.run(q.appendOne, [only.type, only.ownerId, only.runId ?? null, JSON.stringify(only.data), at])
+          return
         }
-        return Effect.asVoid(
-          store.run(q.append, [
-            JSON.stringify(drafts.map((d) => [d.type, d.ownerId, d.runId ?? null, JSON.stringify(d.data), at]))
-          ])
-        )
+        yield* Unit.run(q.append, [
+          JSON.stringify(drafts.map((d) => [d.type, d.ownerId, d.runId ?? null, JSON.stringify(d.data), at]))
+        ])
       },
       /** Appends `run.log` events for log entries (`[seq, timestamp, level, message]` tuples, as JSON). */
       appendLogs: (ownerId: string, runId: string, entries: string) =>
