@@ -77,6 +77,17 @@ const CLIENT_ROUTES = [
   /^\/settings\/agents$/
 ]
 
+/**
+ * The app's first reads, asked of the browser with the page itself (`Link: rel=preload`), so they
+ * are on their way while the script still loads: who is signed in on every screen, and on `/`
+ * (the board) the first two pages of tasks. The app's own first fetches of the same addresses
+ * (`src/main.tsx` in `@taskwright/web`) take these answers; a visitor signed out gets 401s, as
+ * those fetches would.
+ */
+const preload = (path: string) => `<${path}>; rel=preload; as=fetch; crossorigin=anonymous`
+const PRELOAD_ME = preload("/api/auth/me")
+const PRELOAD_BOARD = [0, 200].map((offset) => preload(`/api/tasks?limit=200&offset=${offset}`)).join(", ")
+
 /** A `Host` that can go into a header value as is: a name or address and an optional port. */
 const SAFE_HOST = /^([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?$/
 
@@ -237,6 +248,8 @@ export const loadWebAssets = (root: string | undefined = findWebRoot()): WebAsse
     if (asset.br !== undefined || asset.gzip !== undefined) headers.push("vary", "Accept-Encoding")
     if (asset.document) {
       headers.push(
+        "link",
+        pathname === "/" ? `${PRELOAD_ME}, ${PRELOAD_BOARD}` : PRELOAD_ME,
         "content-security-policy",
         contentSecurityPolicy(request.header("host")),
         "referrer-policy",

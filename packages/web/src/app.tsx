@@ -22,6 +22,24 @@ type Session =
 
 const SESSION_RENEW_MS = 24 * 3600 * 1000
 
+let earlyMe: Promise<Me> | undefined
+
+/**
+ * Asks who is signed in as the script starts, before the first drawing (the server has the
+ * browser preload it with the page): the app's first screen waits on this answer.
+ */
+export const prefetchMe = (): void => {
+  earlyMe = api<Me>("GET", "/api/auth/me")
+  earlyMe.catch(() => {})
+}
+
+/** The early answer once, then a new request each time (Try again). */
+const takeMe = (): Promise<Me> => {
+  const taken = earlyMe
+  earlyMe = undefined
+  return taken ?? api<Me>("GET", "/api/auth/me")
+}
+
 const LIVE_TEXT: Record<LiveMode, string> = {
   connecting: "Connecting…",
   live: "Live",
@@ -60,7 +78,7 @@ export const App = () => {
 
   const loadMe = () => {
     setSession({ status: "loading" })
-    api<Me>("GET", "/api/auth/me").then(
+    takeMe().then(
       (me) => setSession({ status: "signed-in", me }),
       (error: unknown) => {
         // The board's early read failed alike, or is not this session's: it reads anew.

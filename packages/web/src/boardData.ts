@@ -6,10 +6,12 @@
 import { allPages } from "./api.js"
 import type { TaskItem } from "./types.js"
 
+/** Boards are often longer than a page: the second page is asked for with the first. */
 export const fetchTasks = (project: string): Promise<Array<TaskItem>> =>
   allPages<"tasks", TaskItem>(
     project === "" ? "/api/tasks" : `/api/tasks?project_id=${encodeURIComponent(project)}`,
-    "tasks"
+    "tasks",
+    2
   )
 
 let early: Promise<Array<TaskItem>> | undefined

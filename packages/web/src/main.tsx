@@ -1,11 +1,13 @@
 import { render } from "preact"
-import { App } from "./app.js"
+import { App, prefetchMe } from "./app.js"
 import { prefetchTasks } from "./boardData.js"
 import { labels } from "./resources.js"
 import "./styles.css"
 
-// The board's data is asked for with the session check, not after it: one round trip less
-// before the first drawing of a board of a thousand tasks.
+// The first reads go out before the first drawing, each taking the answer the browser preloaded
+// with the page (packages/server/src/WebAssets.ts): who is signed in, and on the board its tasks,
+// asked for with the session check rather than after it.
+prefetchMe()
 if (location.pathname === "/") {
   prefetchTasks()
   void labels.reload()

@@ -1,8 +1,9 @@
 /**
  * The budgets: the first load of the board transfers at most 150 KB of compressed JavaScript,
  * and a board of 1,000 tasks is drawn and usable within 300 ms — measured in the page with
- * `performance` marks from the moment the tasks are in hand to the first frame after they are
- * drawn, not with a clock around the driver's calls.
+ * `performance` marks from the navigation's start (the HTML, the script's download and parse,
+ * `/api/auth/me` and the `/api/tasks` pages included) to the first frame in which a card's menu,
+ * clicked as soon as the card exists, is open: not with a clock around the driver's calls.
  */
 import type { TestServer } from "@taskwright/testing"
 import type { Browser } from "playwright-core"
@@ -16,6 +17,72 @@ const TASKS = 1000
 const STATUSES = ["backlog", "todo", "in_progress", "in_review", "done", "cancelled"] as const
 const PRIORITIES = ["low", "medium", "high", "urgent"] as const
 const LABELS = ["ui", "api", "docs", "bug", "perf", "infra", "design", "security"]
+
+/**
+ * Run in the page before its own scripts (the driver's init script, which the page's policy does
+ * not govern): as soon as the first card is in the document, click its menu button from inside
+ * the page, as a person's first click would land, and mark `board:usable` at the first frame
+ * after its Status select is there. Every figure is then read against the navigation's start.
+ */
+const OPEN_FIRST_MENU = (cards: number) => `(() => {
+  if (location.pathname !== "/") return
+  let clicked = false
+  const observer = new MutationObserver(() => {
+    if (!clicked) {
+      const button = document.querySelector(".card-menu-button")
+      if (button === null) return
+      clicked = true
+      performance.mark("board:cards")
+      button.click()
+    }
+    if (document.querySelector(".card-menu select") !== null) {
+      observer.disconnect()
+      performance.mark("board:menu")
+      requestAnimationFrame(() => {
+        performance.mark("board:frame")
+        setTimeout(() => performance.mark("board:usable"))
+      })
+      // And, for the report, when the last of the board's cards is in the document.
+      const all = () => {
+        if (document.querySelectorAll(".card").length >= ${cards}) performance.mark("board:all-cards")
+        else requestAnimationFrame(all)
+      }
+      all()
+    }
+  })
+  observer.observe(document, { childList: true, subtree: true })
+})()`
+
+interface Load {
+  readonly document: number
+  readonly script: number
+  readonly me: number
+  readonly data: number
+  readonly commit: number
+  readonly menu: number
+  readonly frame: number
+  readonly usable: number
+  readonly all: number
+}
+
+/** The load's milestones, in ms from the navigation's start. */
+const readLoad = (): Load => {
+  const mark = (name: string) => performance.getEntriesByName(name)[0]?.startTime ?? -1
+  const resources = performance.getEntriesByType("resource") as Array<PerformanceResourceTiming>
+  const nav = performance.getEntriesByType("navigation")[0] as PerformanceNavigationTiming | undefined
+  const script = resources.find((r) => /\/assets\/index-[^/]+\.js$/.test(r.name))
+  return {
+    document: nav?.responseEnd ?? -1,
+    script: script?.responseEnd ?? -1,
+    me: resources.find((r) => new URL(r.name).pathname === "/api/auth/me")?.responseEnd ?? -1,
+    data: mark("board:data"),
+    commit: mark("board:cards"),
+    menu: mark("board:menu"),
+    frame: mark("board:frame"),
+    usable: mark("board:usable"),
+    all: mark("board:all-cards")
+  }
+}
 
 describe("budgets", () => {
   let server: TestServer
@@ -45,7 +112,7 @@ describe("budgets", () => {
       if (r.url().endsWith(".js")) encodings.set(r.url(), r.headers()["content-encoding"])
     })
     await board.goto(`${server.url}/`)
-    await board.waitForFunction(() => performance.getEntriesByName("board:render").length > 0)
+    await board.getByText("No tasks yet.").waitFor()
     const scripts = await board.evaluate(() =>
       performance
         .getEntriesByType("resource")
@@ -99,34 +166,42 @@ describe("budgets", () => {
     const context = await newContext(browser)
     const page = await context.newPage()
     await signIn(page, server, person)
-    const measures: Array<number> = []
-    const commits: Array<number> = []
-    // Five loads: the first runs on a cold JIT; the median is the budget's figure.
+    const session = await context.storageState()
+    const loads: Array<Load> = []
+    // Five first visits, each in a fresh context (no cache: the HTML, the JavaScript and the data
+    // all come over the wire, and the script is parsed anew); the median is the budget's figure.
     for (let round = 0; round < 5; round++) {
-      if (round > 0) await page.reload()
-      await page.waitForFunction(() => performance.getEntriesByName("board:render").length > 0, undefined, {
-        timeout: 30_000
-      })
-      expect(await page.locator(".card").count()).toBe(TASKS)
-      const [render, commit] = await page.evaluate(() => [
-        performance.getEntriesByName("board:render")[0]?.duration ?? -1,
-        performance.getEntriesByName("board:commit")[0]?.duration ?? -1
-      ])
-      measures.push(render ?? -1)
-      commits.push(commit ?? -1)
+      const fresh = await newContext(browser, { storageState: session })
+      await fresh.addInitScript({ content: OPEN_FIRST_MENU(TASKS) })
+      const board = await fresh.newPage()
+      await board.goto(`${server.url}/`)
+      await board.waitForFunction(
+        () => ["board:usable", "board:all-cards"].every((m) => performance.getEntriesByName(m).length > 0),
+        undefined,
+        { timeout: 30_000 }
+      )
+      expect(await board.locator(".card").count()).toBe(TASKS)
+      // The menu the page opened is really there, with its Status select.
+      expect(await board.locator(".card-menu select").count()).toBe(1)
+      loads.push(await board.evaluate(readLoad))
+      if (round === 4) await screenshots(board, "board-1000")
+      await fresh.close()
     }
-    // Interactive: a card's menu opens on the first try.
-    const first = page.locator(".card").first()
-    await first.getByRole("button").click()
-    await expect.poll(() => first.getByLabel("Status").count()).toBe(1)
-    await page.keyboard.press("Escape")
-    await screenshots(page, "board-1000")
-    const sorted = [...measures].sort((x, y) => x - y)
-    const median = sorted[2] ?? Number.POSITIVE_INFINITY
+    const usable = loads.map((l) => l.usable)
+    const median = [...usable].sort((x, y) => x - y)[2] ?? Number.POSITIVE_INFINITY
+    const ms = (n: number) => n.toFixed(0)
     console.log(
-      `[budget] board of ${TASKS} tasks, data in hand → first frame drawn: ${measures.map((m) => m.toFixed(1)).join(", ")} ms (median ${median.toFixed(1)}; of which Preact's render and commit ${commits.map((m) => m.toFixed(1)).join(", ")}); budget ${RENDER_BUDGET_MS}`
+      `[budget] board of ${TASKS} tasks, navigation start → a card's menu open and drawn: ${usable.map(ms).join(", ")} ms (median ${ms(median)}; budget ${RENDER_BUDGET_MS})\n` +
+        loads
+          .map(
+            (l, i) =>
+              `[budget]   load ${i + 1}: document ${ms(l.document)}, script arrived ${ms(l.script)}, /api/auth/me ${ms(l.me)}, tasks in hand ${ms(l.data)}, first cards in the document ${ms(l.commit)}, menu in the document ${ms(l.menu)}, its frame begun ${ms(l.frame)} and drawn ${ms(l.usable)}; all ${TASKS} cards in the document ${ms(l.all)}`
+          )
+          .join("\n")
     )
-    expect(median).toBeLessThanOrEqual(RENDER_BUDGET_MS)
+    expect(median, `median of ${usable.map(ms).join(", ")} ms, from navigation start`).toBeLessThanOrEqual(
+      RENDER_BUDGET_MS
+    )
     await context.close()
   })
 })

@@ -68,7 +68,17 @@ describe("serving the web app", () => {
         expect(body?.trim()).toBe("")
       }
       scripts = tags.map(([, attrs]) => /src="([^"]+)"/.exec(attrs ?? "")?.[1] ?? "")
+      // The app's first reads are preloaded with the page: the session on every screen, and on
+      // the board the first two pages of tasks.
+      const preloads = [...(r.headers.link ?? "").matchAll(/<([^>]+)>; rel=preload; as=fetch; crossorigin=anonymous/g)]
+      expect(preloads.map((m) => m[1])).toEqual(
+        path === "/"
+          ? ["/api/auth/me", "/api/tasks?limit=200&offset=0", "/api/tasks?limit=200&offset=200"]
+          : ["/api/auth/me"]
+      )
     }
+    const asset = await raw(server.url + (scripts[0] ?? ""))
+    expect(asset.headers.link).toBeUndefined()
   })
 
   it("keeps the API's JSON 404 for unknown /api paths and for paths that are not the app's", async () => {

@@ -34,7 +34,10 @@ const DRAG_TYPE = "application/x-taskwright-task"
  * The rest follow in the browser's idle time, four times as many each time, so a board of a
  * thousand tasks is on screen and usable without waiting for the cards below the fold.
  */
-const FIRST_CARDS = 24
+const FIRST_CARDS = 16
+
+/** How long a read asked for during another waits after it. */
+const AGAIN_AFTER_MS = 300
 
 /** Calls `f` when the browser is idle (soon after a frame where it cannot tell); answers the cancel. */
 const whenIdle = (f: () => void): (() => void) => {
@@ -299,8 +302,9 @@ export const Board = ({ me }: { readonly me: Me }) => {
       if (mounted.current && project === savedFilters.project) setError(e)
     } finally {
       loading.current = false
-      // After the frame that shows this read.
-      if (again.current && mounted.current) whenIdle(() => void load())
+      // Once the frame that shows this read is drawn and the first click on it answered: the read
+      // again (the socket opened during this one, say) is of the same thousand tasks.
+      if (again.current && mounted.current) setTimeout(() => whenIdle(() => void load()), AGAIN_AFTER_MS)
     }
   }, [])
 
