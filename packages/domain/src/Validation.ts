@@ -6,6 +6,7 @@
  */
 import { Effect, Either, Option, ParseResult, Schema, SchemaAST } from "effect"
 import { BadRequest } from "./Errors.js"
+import { compileFastDecode, UNSURE } from "./FastDecode.js"
 
 /** At most this many fields are listed in `details.fields` (the first ones found). */
 export const MAX_FIELD_PROBLEMS = 100
@@ -328,14 +329,18 @@ const unsafeInput = (
  * Answers an Effect that is already complete, so it costs no fiber on the hot path.
  */
 export const decoder = <A, I>(schema: Schema.Schema<A, I>, place: InputPlace) => {
-  const decode = Schema.decodeUnknownEither(schema, {
-    errors: "all",
-    onExcessProperty: place === "query" ? "ignore" : "error"
-  })
+  const excess = place === "query" ? "ignore" : "error"
+  const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: excess })
+  // The valid input of a request decoded without Effect's issue bookkeeping; Effect decides the rest.
+  const fast = compileFastDecode(schema.ast, excess)
   return (input: unknown): Effect.Effect<A, BadRequest> => {
-    const result = decode(input)
-    if (Either.isLeft(result)) return Effect.fail(invalidInput(result.left, place))
-    const unsafe = unsafeString(result.right, [])
-    return unsafe === undefined ? Effect.succeed(result.right) : Effect.fail(unsafeInput(unsafe, place))
+    let value: unknown = fast === undefined ? UNSURE : fast(input)
+    if (value === UNSURE) {
+      const result = decode(input)
+      if (Either.isLeft(result)) return Effect.fail(invalidInput(result.left, place))
+      value = result.right
+    }
+    const unsafe = unsafeString(value, [])
+    return unsafe === undefined ? Effect.succeed(value as A) : Effect.fail(unsafeInput(unsafe, place))
   }
 }
