@@ -1,12 +1,16 @@
 /**
- * Authenticated keys are remembered in memory; a revocation must still bite on the next request,
- * whether it comes through the API or from another process (the CLI on the same store).
+ * Authenticated keys and sessions are remembered in memory; a revocation or a logout must still
+ * bite on the next request, whether it comes through the API or from another process (the CLI, or
+ * another server, on the same store).
  */
 import { execFile } from "node:child_process"
 import { join } from "node:path"
 import { promisify } from "node:util"
+import { settingsFromEnv } from "@taskwright/core"
+import { serve } from "@taskwright/server"
 import { startTestServer, type TestServer, type TestStore } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { cookie, createPasswordUser, login as loginAs } from "./auth-helpers.js"
 
 const run = promisify(execFile)
 const cli = join(__dirname, "..", "..", "cli", "dist", "main.js")
@@ -51,14 +55,48 @@ describe.each<TestStore>(["sqlite-file", "postgres"])("the key cache on %s", (st
     expect(await status(key.secret)).toBe(200)
     const env = { ...process.env, DATABASE_URL: store === "postgres" ? s.databaseUrl : "" }
     await run("node", [cli, "keys", "revoke", key.id, "--data-dir", s.dataDir], { env })
-    // SQLite: the file's data_version is read at most once a millisecond; PostgreSQL: the
-    // announcement arrives as a NOTIFY a moment after the CLI's commit.
-    let answer = await status(key.secret)
-    if (store !== "postgres") expect(answer).toBe(401)
-    for (let i = 0; i < 50 && answer !== 401; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 10))
-      answer = await status(key.secret)
+    // SQLite: the file's data_version is read at most every 5 ms; PostgreSQL: the announcement
+    // arrives as a NOTIFY a moment after the CLI's commit.
+    expect(await soon(() => status(key.secret))).toBe(401)
+  })
+
+  it("refuses a session cookie at once after a logout here, and soon after a logout on another server", async () => {
+    const user = await createPasswordUser(s)
+    const login = async () => cookie(await loginAs(s, user))
+    const me = async (headers: Record<string, string>) => (await s.request("GET", "/api/auth/me", { headers })).status
+    const here = await login()
+    expect(await me(here)).toBe(200)
+    expect(await me(here)).toBe(200)
+    const out = await s.request("POST", "/api/auth/logout", { headers: { ...here, origin: s.url } })
+    expect(out.status).toBe(200)
+    expect(await me(here)).toBe(401)
+
+    const there = await login()
+    expect(await me(there)).toBe(200)
+    expect(await me(there)).toBe(200)
+    const other = await serve(
+      settingsFromEnv({}, { dataDir: s.dataDir, databaseUrl: store === "postgres" ? s.databaseUrl : undefined }),
+      { port: 0, host: "127.0.0.1", log: "silent" }
+    )
+    try {
+      const logout = await fetch(`${other.url}/api/auth/logout`, {
+        method: "POST",
+        headers: { ...there, origin: other.url }
+      })
+      expect(logout.status).toBe(200)
+    } finally {
+      await other.close()
     }
-    expect(answer).toBe(401)
+    expect(await soon(() => me(there))).toBe(401)
   })
 })
+
+/** The answer once it is 401, or the last one after half a second of asking. */
+const soon = async (ask: () => Promise<number>) => {
+  let answer = await ask()
+  for (let i = 0; i < 50 && answer !== 401; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    answer = await ask()
+  }
+  return answer
+}

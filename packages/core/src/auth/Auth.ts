@@ -6,7 +6,7 @@
  * - `Authorization: Bearer <access token>`: a JWT, verified by {@link AccessTokens}.
  * - The `service_session` cookie, when no `Authorization` header is sent: see {@link Sessions}.
  */
-import { type Actor, decoder, parseScopes, type Scope, TokenRequest, Unauthorized } from "@taskwright/domain"
+import { type Actor, decoder, now, parseScopes, type Scope, TokenRequest, Unauthorized } from "@taskwright/domain"
 import { Effect } from "effect"
 import type { StoreError } from "../store/Store.js"
 import { type KeyCredentialRow, UsersRepo } from "../users/UsersRepo.js"
@@ -59,7 +59,7 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
     /** The actor of a key's credential row, or `undefined` when the key may not be used. */
     const keyActor = (row: KeyCredentialRow | undefined, hash: string): Actor | undefined => {
       if (row === undefined || !digestsEqual(row.secret_hash, hash) || row.revoked_at !== null) return undefined
-      if (row.expires_at !== null && row.expires_at <= new Date().toISOString()) return undefined
+      if (row.expires_at !== null && row.expires_at <= now()) return undefined
       return {
         userId: row.user_id,
         scopes: keyScopes(row),
@@ -89,14 +89,18 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
     return {
       authenticate,
       /**
-       * The actor of an `Authorization` header carrying a remembered, valid API key, answered
-       * synchronously; `undefined` for anything else (no header, another kind of credential, a key
-       * not remembered, revoked or expired): then {@link authenticateRequest} decides. A remembered
-       * row matched the secret's SHA-256, so the shape and checksum checks (a guard in front of the
-       * database) are not needed here.
+       * The actor of a request carrying a remembered, valid API key (the `Authorization` header) or
+       * session (the cookie, when there is no header), answered synchronously; `undefined` for
+       * anything else (an access token, a credential not remembered, revoked or expired): then
+       * {@link authenticateRequest} decides. A remembered row matched the secret's SHA-256, so the
+       * shape and checksum checks (a guard in front of the database) are not needed here.
        */
-      authenticateNow: (authorization: string | undefined): Actor | undefined => {
-        const token = bearerToken(authorization)
+      authenticateNow: (request: RequestCredentials): Actor | undefined => {
+        if (request.authorization === undefined) {
+          const session = sessionTokenFromCookie(request.cookie)
+          return session === undefined ? undefined : sessions.authenticateNow(session)
+        }
+        const token = bearerToken(request.authorization)
         if (token === undefined || !token.startsWith("twk_")) return undefined
         const hash = hashSecret(token)
         return keyActor(users.cachedCredential(hash), hash)

@@ -7,6 +7,7 @@
 import type { ApiKeyId, UserId } from "@taskwright/domain"
 import { Effect } from "effect"
 import { StoreTag, statement } from "../store/Store.js"
+import { makeCredentialCache } from "./CredentialCache.js"
 
 export interface SessionRow {
   readonly id: string
@@ -63,14 +64,17 @@ const q = {
 export class AuthRepo extends Effect.Service<AuthRepo>()("@taskwright/core/AuthRepo", {
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
+    const sessions = makeCredentialCache<SessionCredentialRow>(store)
     return {
       insertSession: (row: SessionRow & { readonly token_hash: string }) =>
         store.run(q.insertSession, [row.id, row.user_id, row.token_hash, row.created_at, row.expires_at]),
-      sessionByHash: (hash: string) => store.get(q.sessionByHash, [hash]),
+      sessionByHash: (hash: string) => sessions.lookup(hash, store.get(q.sessionByHash, [hash])),
+      /** The remembered session of a token's hash, if any: synchronous, for the request fast path. */
+      cachedSession: sessions.cached,
       /** Swaps a session's token only if it still has `oldHash`: of two concurrent refreshes one wins. */
       replaceSessionToken: (id: string, oldHash: string, newHash: string, expiresAt: string) =>
-        store.run(q.replaceSessionToken, [newHash, expiresAt, id, oldHash]),
-      deleteSession: (id: string) => store.run(q.deleteSession, [id]),
+        sessions.changing(store.run(q.replaceSessionToken, [newHash, expiresAt, id, oldHash])),
+      deleteSession: (id: string) => sessions.changing(store.run(q.deleteSession, [id])),
       pruneSessions: (now: string) => store.run(q.pruneSessions, [now]),
       insertToken: (jti: string, keyId: string, expiresAt: string) => store.run(q.insertToken, [jti, keyId, expiresAt]),
       tokenKey: (jti: string) => store.get(q.tokenKey, [jti]),

@@ -114,7 +114,7 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
     return {
       /**
        * {@link admit} answered synchronously when everything it needs is in memory: a remembered
-       * API key and the in-memory limiter, the common case on the embedded store. `undefined`
+       * API key or session and the in-memory limiter, the common case on the embedded store. `undefined`
        * (nothing spent, nothing counted) otherwise: then call {@link admit}.
        */
       admitNow: (request: RequestInfo, mode: GateMode): Admission | undefined => {
@@ -123,7 +123,10 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
           const rate = limiter.consumeNow(documents, addressSubject(request.clientAddress))
           return rate === undefined ? undefined : asDocument(rate)
         }
-        const actor = auth.authenticateNow(request.header("authorization"))
+        const actor = auth.authenticateNow({
+          authorization: request.header("authorization"),
+          cookie: request.header("cookie")
+        })
         if (actor === undefined) return undefined
         const rate = limiter.consumeNow(authenticated, subjectOf(actor))
         return rate === undefined ? undefined : admitActor(request, mode, actor, rate)

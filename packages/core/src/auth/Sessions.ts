@@ -13,8 +13,10 @@ import {
   grantableScopes,
   LoginRequest,
   type LoginResponse,
+  now,
   RateLimited,
   randomBase62,
+  type Scope,
   type SessionInfo,
   Unauthorized,
   type UserId
@@ -24,7 +26,7 @@ import { TaskwrightConfig } from "../Config.js"
 import { RateLimiter } from "../ratelimit/RateLimiter.js"
 import { toUser } from "../users/Users.js"
 import { UsersRepo } from "../users/UsersRepo.js"
-import { AuthRepo } from "./AuthRepo.js"
+import { AuthRepo, type SessionCredentialRow } from "./AuthRepo.js"
 import { defaultAuthSettings, publicOrigin } from "./AuthSettings.js"
 import { sameOrigin } from "./Csrf.js"
 import { verifyPasswordOrDummy } from "./Passwords.js"
@@ -61,6 +63,20 @@ const invalid = new Unauthorized({ message: "invalid or expired credential", det
 
 const newToken = (): string => randomBytes(32).toString("base64url")
 const expiry = (from: number): string => new Date(from + SESSION_TTL_SECONDS * 1000).toISOString()
+
+// Session rows come from a cache, so the same row object recurs: its scopes are made once.
+const sessionScopes = new WeakMap<SessionCredentialRow, ReadonlySet<Scope>>()
+
+/** The actor of a session's row, or `undefined` when the row does not match the token or has expired. */
+const sessionActor = (row: SessionCredentialRow | undefined, hash: string): Actor | undefined => {
+  if (row === undefined || !digestsEqual(row.token_hash, hash) || row.expires_at <= now()) return undefined
+  let scopes = sessionScopes.get(row)
+  if (scopes === undefined) {
+    scopes = new Set(grantableScopes(Boolean(row.is_admin)))
+    sessionScopes.set(row, scopes)
+  }
+  return { userId: row.user_id, scopes, credential: { kind: "session", id: row.id, expiresAt: row.expires_at } }
+}
 
 export class Sessions extends Effect.Service<Sessions>()("@taskwright/core/Sessions", {
   effect: Effect.gen(function* () {
@@ -102,14 +118,17 @@ export class Sessions extends Effect.Service<Sessions>()("@taskwright/core/Sessi
         if (!TOKEN_SHAPE.test(token)) return Effect.fail(invalid)
         const hash = hashSecret(token)
         return Effect.flatMap(repo.sessionByHash(hash), (row): Effect.Effect<Actor, Unauthorized> => {
-          if (row === undefined || !digestsEqual(row.token_hash, hash)) return Effect.fail(invalid)
-          if (row.expires_at <= new Date().toISOString()) return Effect.fail(invalid)
-          return Effect.succeed({
-            userId: row.user_id,
-            scopes: new Set(grantableScopes(Boolean(row.is_admin))),
-            credential: { kind: "session", id: row.id, expiresAt: row.expires_at }
-          })
+          const actor = sessionActor(row, hash)
+          return actor === undefined ? Effect.fail(invalid) : Effect.succeed(actor)
         })
+      },
+      /**
+       * The actor of a session token whose session is remembered and valid, answered synchronously;
+       * `undefined` otherwise (then {@link authenticate} decides).
+       */
+      authenticateNow: (token: string): Actor | undefined => {
+        const hash = hashSecret(token)
+        return sessionActor(repo.cachedSession(hash), hash)
       },
 
       /**

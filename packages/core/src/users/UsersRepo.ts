@@ -1,6 +1,7 @@
 import type { ApiKeyId, UserId } from "@taskwright/domain"
 import { Effect } from "effect"
-import { type StoreError, StoreTag, statement } from "../store/Store.js"
+import { makeCredentialCache } from "../auth/CredentialCache.js"
+import { StoreTag, statement } from "../store/Store.js"
 
 export interface UserRow {
   readonly id: UserId
@@ -100,53 +101,11 @@ const q = {
   )
 }
 
-/** Keys remembered at most; past this a cache miss is simply not remembered. */
-const CREDENTIAL_CACHE_SIZE = 10_000
-
 export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/UsersRepo", {
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
 
-    // Every request authenticates, so a key's credential row is remembered by its hash. A change to
-    // any key here clears the cache once it has committed and is announced to other processes,
-    // whose store epoch then moves; a lookup that raced with a change is not remembered (the
-    // generation check).
-    const credentials = new Map<string, KeyCredentialRow>()
-    let generation = 0
-    let seenEpoch = store.changes.epoch()
-    const forgetCredentials = () => {
-      credentials.clear()
-      generation++
-    }
-    /** The remembered credential row for `hash`, if any: synchronous, for the request fast path. */
-    const cachedCredential = (hash: string): KeyCredentialRow | undefined => {
-      const epoch = store.changes.epoch()
-      if (epoch !== seenEpoch) {
-        seenEpoch = epoch
-        forgetCredentials()
-      }
-      return credentials.get(hash)
-    }
-    const credentialByHash = (hash: string): Effect.Effect<KeyCredentialRow | undefined, StoreError> =>
-      Effect.suspend(() => {
-        const cached = cachedCredential(hash)
-        if (cached !== undefined) return Effect.succeed(cached)
-        const before = generation
-        return Effect.map(store.get(q.credential, [hash]), (row) => {
-          if (row !== undefined && before === generation && credentials.size < CREDENTIAL_CACHE_SIZE) {
-            credentials.set(hash, row)
-          }
-          return row
-        })
-      })
-    /**
-     * Runs a change to keys, then drops every remembered credential here and in other processes.
-     * Here, once the change has committed: until then a concurrent lookup still reads the old row
-     * and could remember it after a clear made inside the transaction, so a revoked key would keep
-     * working. The announcement (`NOTIFY`) is delivered on commit by PostgreSQL itself.
-     */
-    const changingKeys = <A>(change: Effect.Effect<A, StoreError>) =>
-      change.pipe(Effect.tap(() => Effect.zipRight(store.afterCommit(forgetCredentials), store.changes.announce)))
+    const credentials = makeCredentialCache<KeyCredentialRow>(store)
 
     return {
       transaction: store.transaction,
@@ -182,17 +141,18 @@ export class UsersRepo extends Effect.Service<UsersRepo>()("@taskwright/core/Use
           store.all(q.keysOfUserPage, [userId, limit, offset]),
           Effect.map(store.get(q.countKeysOfUser, [userId]), (r) => Number(r?.total ?? 0))
         ),
-      cachedCredential,
-      credentialByHash,
+      /** The remembered credential row of a key's hash, if any: synchronous, for the request fast path. */
+      cachedCredential: credentials.cached,
+      credentialByHash: (hash: string) => credentials.lookup(hash, store.get(q.credential, [hash])),
       usageTotals: (id: string) => store.get(q.usageTotals, [id]),
       usageDays: (id: string, since: string) => store.all(q.usageDays, [id, since]),
       /** Adds a batch of requests to a key's totals; the last use moves only forward. */
       addUsage: (id: string, requests: number, lastUsedAt: string, lastUsedIp: string) =>
         store.run(q.addUsage, [requests, lastUsedAt, lastUsedIp, lastUsedAt, lastUsedAt, id]),
       addUsageDay: (id: string, day: string, requests: number) => store.run(q.addUsageDay, [id, day, requests, id]),
-      revokeKey: (id: string, at: string) => changingKeys(store.run(q.revoke, [at, id])),
+      revokeKey: (id: string, at: string) => credentials.changing(store.run(q.revoke, [at, id])),
       replaceSecret: (id: string, hash: string, prefix: string) =>
-        changingKeys(store.run(q.replaceSecret, [hash, prefix, id]))
+        credentials.changing(store.run(q.replaceSecret, [hash, prefix, id]))
     }
   })
 }) {}
