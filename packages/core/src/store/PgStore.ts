@@ -13,6 +13,7 @@ import { toStoreError } from "./errors.js"
 import {
   afterCommit,
   collectAfterCommit,
+  LATER,
   type SqlParam,
   type Statement,
   type Store,
@@ -207,11 +208,14 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
     dialect: "pg",
     all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       Effect.map(query(stmt, params), (r) => r.rows as ReadonlyArray<Row>),
+    // Every query is a round trip.
+    allNow: () => LATER,
     get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       Effect.map(query(stmt, params), (r) => r.rows[0] as Row | undefined),
     run: (stmt, params = []) => Effect.map(query(stmt, params), (r) => r.rowCount ?? 0),
     transaction,
     unit,
+    unitNow: () => LATER,
     afterCommit,
     changes: { epoch: changes.epoch, announce: Effect.asVoid(query(announce, [])) },
     onEventsAppended: changes.onEvents

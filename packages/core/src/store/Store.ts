@@ -5,7 +5,7 @@
  * because `@effect/sql`'s per-statement machinery costs several times the query itself on
  * these paths; `@effect/sql` runs the migrations.
  */
-import { Context, Data, Effect, FiberRef } from "effect"
+import { Context, Data, Effect, type Exit, FiberRef } from "effect"
 import type { Work } from "./Unit.js"
 
 export type Dialect = "sqlite" | "pg"
@@ -37,6 +37,9 @@ export const statement = <Row = never>(name: string, sqlite: string, pg?: string
   pg: pg ?? toPgPlaceholders(sqlite)
 })
 
+/** The store cannot answer at once: ask it through an Effect. */
+export const LATER: unique symbol = Symbol.for("@taskwright/core/Store/LATER")
+
 /** A store failure. `unique`/`foreign_key` let services turn constraint violations into 409s. */
 export class StoreError extends Data.TaggedError("StoreError")<{
   readonly kind: "unique" | "foreign_key" | "unavailable" | "other"
@@ -51,6 +54,12 @@ export interface Store {
     stmt: Statement<Row>,
     params?: ReadonlyArray<SqlParam>
   ) => Effect.Effect<ReadonlyArray<Row>, StoreError>
+  /**
+   * All rows of a read answered at once when the store can (SQLite, no transaction in flight); `LATER`
+   * when it cannot (PostgreSQL, or a transaction open across an async boundary): then use {@link all}.
+   * For the hottest reads, so that a request the store can answer at once needs no fiber.
+   */
+  readonly allNow: <Row>(stmt: Statement<Row>, params?: ReadonlyArray<SqlParam>) => ReadonlyArray<Row> | typeof LATER
   /** The first row, or `undefined`. */
   readonly get: <Row>(
     stmt: Statement<Row>,
@@ -63,6 +72,11 @@ export interface Store {
    * the write path's statements without a fiber step each.
    */
   readonly unit: <A, E>(work: () => Work<A, E>) => Effect.Effect<A, E | StoreError>
+  /**
+   * {@link unit} run at once when the store can (SQLite, no transaction in flight); `LATER` when it
+   * cannot: then use {@link unit}.
+   */
+  readonly unitNow: <A, E>(work: () => Work<A, E>) => Exit.Exit<A, E | StoreError> | typeof LATER
   /** Runs `self` in one transaction (nested calls join the outer one). */
   readonly transaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreError, R>
   /**

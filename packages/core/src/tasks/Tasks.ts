@@ -5,10 +5,12 @@
 
 import {
   type Actor,
+  type BadRequest,
   Conflict,
   type CreatedTask,
   decoder,
   type EventDraft,
+  type Forbidden,
   NotFound,
   now,
   type ProjectId,
@@ -20,12 +22,13 @@ import {
   TaskListParams,
   TaskUpdate
 } from "@taskwright/domain"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { authorizeOwned, ownershipError } from "../auth/Policy.js"
 import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
 import { LabelsRepo } from "../labels/LabelsRepo.js"
 import { Projects } from "../projects/Projects.js"
+import { LATER, type StoreError } from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 import { taskDeleted, taskUpdated } from "./TaskEvents.js"
 import { type TaskRow, TasksRepo, toCreatedTask } from "./TasksRepo.js"
@@ -39,6 +42,9 @@ const taskShape = (row: TaskRow, agent_runs: Task["agent_runs"]): Task => {
 }
 
 const noLabels = { labels: "[]", events: [] as ReadonlyArray<EventDraft> }
+
+const orLater = <A, E>(exit: Exit.Exit<A, E> | typeof LATER): Exit.Exit<A, E> | undefined =>
+  exit === LATER ? undefined : exit
 
 const decodeCreate = decoder(TaskCreate, "body")
 const decodeUpdate = decoder(TaskUpdate, "body")
@@ -74,105 +80,163 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
     const checkProject = (actor: Actor, projectId: ProjectId | null | undefined) =>
       projectId === undefined || projectId === null ? Effect.void : Effect.asVoid(projects.load(actor, projectId))
 
-    const toTask = (row: TaskRow) => Effect.map(repo.runSummaries(row.id), (agent_runs) => taskShape(row, agent_runs))
+    /** A task as `GET /api/tasks/:id` shows it, if the actor may see it. */
+    const shown = (
+      actor: Actor,
+      id: TaskId,
+      found: { readonly task: TaskRow; readonly runs: Task["agent_runs"] } | undefined
+    ): Exit.Exit<Task, NotFound | Forbidden> => {
+      const refusal = ownershipError(actor, "task", id, found?.task)
+      if (refusal !== undefined) return Exit.fail(refusal)
+      return found === undefined ? Exit.fail(NotFound.of("task", id)) : Exit.succeed(taskShape(found.task, found.runs))
+    }
+
+    const filterOf = (actor: Actor, params: TaskListParams) => ({
+      ownerId: seesAll(actor) ? null : actor.userId,
+      status: params.status,
+      priority: params.priority,
+      projectId: params.project_id
+    })
+
+    // The writes, each one unit of work; the Effect methods and their `...Now` forms (answered at
+    // once on the embedded store, without a fiber) run the same units.
+
+    const createWork = (actor: Actor, input: TaskCreate, at: string) =>
+      function* (): Unit.Work<CreatedTask> {
+        const names = input.labels ?? []
+        const { labels, events: labelEvents } =
+          names.length === 0 ? noLabels : yield* resolveLabels(actor.userId, names, at)
+        const row: Omit<TaskRow, "id"> = {
+          owner_id: actor.userId,
+          project_id: input.project_id ?? null,
+          title: input.title,
+          description: input.description ?? "",
+          status: "backlog",
+          priority: input.priority ?? "medium",
+          labels,
+          created_at: at,
+          updated_at: at
+        }
+        const task = toCreatedTask({ ...row, id: yield* repo.insert(row) })
+        yield* events.appendWork([...labelEvents, { type: "task.created", ownerId: actor.userId, data: task }], at)
+        return task
+      }
+
+    /**
+     * A user's own PATCH (`guarded`) is checked by the UPDATE itself (`AND owner_id = ?`), so it reads
+     * nothing first; an admin's comes with the owner, looked up before.
+     */
+    const updateWork = (actor: Actor, id: TaskId, patch: TaskUpdate, ownerId: string, guarded: boolean, at: string) =>
+      function* (): Unit.Work<Task, NotFound | Forbidden> {
+        const resolved = patch.labels === undefined ? undefined : yield* resolveLabels(ownerId, patch.labels, at)
+        const row = yield* repo.patch(id, { ...patch, labels: resolved?.labels }, at, guarded ? ownerId : undefined)
+        if (row === undefined) {
+          // Missing or another user's (or deleted since an admin's look): the 404 or 403, failing
+          // inside so that new labels roll back.
+          const refusal = guarded ? ownershipError(actor, "task", id, yield* repo.read(id)) : undefined
+          return yield* Unit.fail(refusal ?? NotFound.of("task", id))
+        }
+        yield* events.appendWork([...(resolved?.events ?? []), taskUpdated(row)], at)
+        return taskShape(row, yield* repo.runsOf(id))
+      }
+
+    /** One guarded DELETE (owner and no running run); the deleted row, or `undefined` when it deleted nothing. */
+    const deleteIdleWork = (actor: Actor, id: TaskId) =>
+      function* () {
+        const row = yield* repo.deleteIdle(id, seesAll(actor) ? undefined : actor.userId)
+        if (row !== undefined) yield* events.appendWork([taskDeleted(row)], now())
+        return row
+      }
+
+    const deleted = { success: true as const }
 
     return {
       load,
       /** `GET /api/tasks`; `query` as a client sends it ({@link TaskListParams}). */
       list: fn("Tasks.list")(function* (actor: Actor, query: unknown) {
         const params = yield* decodeList(query)
-        const { tasks, total } = yield* repo.page(
-          {
-            ownerId: seesAll(actor) ? null : actor.userId,
-            status: params.status,
-            priority: params.priority,
-            projectId: params.project_id
-          },
-          params.limit,
-          params.offset
-        )
+        const { tasks, total } = yield* repo.page(filterOf(actor, params), params.limit, params.offset)
         return { tasks, total, limit: params.limit, offset: params.offset } satisfies TaskList
       }),
+      /** {@link list} answered at once when the store can, else `undefined`. */
+      listNow: (actor: Actor, query: unknown): Exit.Exit<TaskList, BadRequest> | undefined => {
+        const params = decodeList(query)
+        if (Exit.isFailure(params)) return Exit.failCause(params.cause)
+        const { limit, offset } = params.value
+        const page = repo.pageNow(filterOf(actor, params.value), limit, offset)
+        return page === LATER ? undefined : Exit.succeed({ tasks: page.tasks, total: page.total, limit, offset })
+      },
       get: fn("Tasks.get")(function* (actor: Actor, id: TaskId) {
-        const found = yield* repo.getWithRuns(id)
-        const row = yield* authorizeOwned(actor, "task", id, found?.task)
-        return taskShape(row, found?.runs ?? [])
+        return yield* shown(actor, id, yield* repo.getWithRuns(id))
       }),
+      /** {@link get} answered at once when the store can, else `undefined`. */
+      getNow: (actor: Actor, id: TaskId): Exit.Exit<Task, NotFound | Forbidden> | undefined => {
+        const found = repo.getWithRunsNow(id)
+        return found === LATER ? undefined : shown(actor, id, found)
+      },
       /** `POST /api/tasks`; `body` as a client sends it ({@link TaskCreate}). */
       create: fn("Tasks.create")(function* (actor: Actor, body: unknown) {
         const input = yield* decodeCreate(body)
         yield* checkProject(actor, input.project_id)
-        const at = now()
-        const names = input.labels ?? []
-        return yield* repo.unit(function* () {
-          const { labels, events: labelEvents } =
-            names.length === 0 ? noLabels : yield* resolveLabels(actor.userId, names, at)
-          const row: Omit<TaskRow, "id"> = {
-            owner_id: actor.userId,
-            project_id: input.project_id ?? null,
-            title: input.title,
-            description: input.description ?? "",
-            status: "backlog",
-            priority: input.priority ?? "medium",
-            labels,
-            created_at: at,
-            updated_at: at
-          }
-          const task = toCreatedTask({ ...row, id: yield* repo.insert(row) })
-          yield* events.appendWork([...labelEvents, { type: "task.created", ownerId: actor.userId, data: task }], at)
-          return task
-        })
+        return yield* repo.unit(createWork(actor, input, now()))
       }),
+      /** {@link create} done at once when the store can, else `undefined` (nothing done). */
+      createNow: (actor: Actor, body: unknown): Exit.Exit<CreatedTask, BadRequest | StoreError> | undefined => {
+        const input = decodeCreate(body)
+        if (Exit.isFailure(input)) return Exit.failCause(input.cause)
+        // A project is checked first, through its service: the Effect path's work.
+        if (input.value.project_id !== undefined && input.value.project_id !== null) return undefined
+        return orLater(repo.unitNow(createWork(actor, input.value, now())))
+      },
       /** `PATCH /api/tasks/:id`; `body` as a client sends it ({@link TaskUpdate}). */
       update: fn("Tasks.update")(function* (actor: Actor, id: TaskId, body: unknown) {
         const patch = yield* decodeUpdate(body)
-        // A user's own PATCH without a project change is checked by the UPDATE itself (`AND
-        // owner_id = ?`), so the common case reads nothing first; an admin's needs the owner for the
-        // labels, and a project change is checked in the order the rules give (task, then project).
+        // A project change is checked in the order the rules give: the task, then the project.
         const guarded = !seesAll(actor) && patch.project_id === undefined
         const ownerId = guarded ? actor.userId : (yield* load(actor, id)).owner_id
         yield* checkProject(actor, patch.project_id)
-        const at = now()
-        const next = yield* repo.unit(function* () {
-          const resolved = patch.labels === undefined ? undefined : yield* resolveLabels(ownerId, patch.labels, at)
-          const row = yield* repo.patch(id, { ...patch, labels: resolved?.labels }, at, guarded ? ownerId : undefined)
-          if (row === undefined) {
-            // Missing or another user's: the 404 or 403, failing inside so new labels roll back.
-            const refusal = guarded ? ownershipError(actor, "task", id, yield* repo.read(id)) : undefined
-            return refusal === undefined ? undefined : yield* Unit.fail(refusal)
-          }
-          yield* events.appendWork([...(resolved?.events ?? []), taskUpdated(row)], at)
-          return row
-        })
-        // Deleted between the ownership check and the write.
-        if (next === undefined) return yield* NotFound.of("task", id)
-        return yield* toTask(next)
+        return yield* repo.unit(updateWork(actor, id, patch, ownerId, guarded, now()))
       }),
+      /** {@link update} done at once when the store can and no look comes first, else `undefined` (nothing done). */
+      updateNow: (
+        actor: Actor,
+        id: TaskId,
+        body: unknown
+      ): Exit.Exit<Task, BadRequest | NotFound | Forbidden | StoreError> | undefined => {
+        const patch = decodeUpdate(body)
+        if (Exit.isFailure(patch)) return Exit.failCause(patch.cause)
+        if (seesAll(actor) || patch.value.project_id !== undefined) return undefined
+        return orLater(repo.unitNow(updateWork(actor, id, patch.value, actor.userId, true, now())))
+      },
       delete: fn("Tasks.delete")(function* (actor: Actor, id: TaskId) {
-        // One guarded DELETE (owner and no running run); only when it deletes nothing is the reason
-        // looked up, in the order of the rules: 404, 403, then 409.
-        const deleted = yield* repo.unit(function* () {
-          const row = yield* repo.deleteIdle(id, seesAll(actor) ? undefined : actor.userId)
-          if (row !== undefined) yield* events.appendWork([taskDeleted(row)], now())
-          return row
-        })
-        if (deleted === undefined) {
-          const current = yield* load(actor, id)
-          if (yield* repo.hasRunningRun(id)) {
-            return yield* new Conflict({
-              message: "the task has a running agent run; stop it first",
-              details: { reason: "run_running" }
-            })
-          }
-          // Its run finished between the two looks: delete it now.
-          yield* repo.unit(function* () {
-            // Deleted meanwhile by someone else: nothing happened here, nothing to announce.
-            if ((yield* repo.delete(id)) === 0) return
-            yield* events.appendWork([taskDeleted(current)], now())
+        // Only when the guarded DELETE deletes nothing is the reason looked up, in the order of the
+        // rules: 404, 403, then 409.
+        if ((yield* repo.unit(deleteIdleWork(actor, id))) !== undefined) return deleted
+        const current = yield* load(actor, id)
+        if (yield* repo.hasRunningRun(id)) {
+          return yield* new Conflict({
+            message: "the task has a running agent run; stop it first",
+            details: { reason: "run_running" }
           })
         }
-        return { success: true as const }
-      })
+        // Its run finished between the two looks: delete it now.
+        yield* repo.unit(function* () {
+          // Deleted meanwhile by someone else: nothing happened here, nothing to announce.
+          if ((yield* repo.delete(id)) === 0) return
+          yield* events.appendWork([taskDeleted(current)], now())
+        })
+        return deleted
+      }),
+      /**
+       * {@link delete} done at once when the store can and the guarded DELETE deletes the task;
+       * `undefined` otherwise (nothing done: {@link delete} finds out why).
+       */
+      deleteNow: (actor: Actor, id: TaskId): Exit.Exit<typeof deleted, StoreError> | undefined => {
+        const exit = repo.unitNow(deleteIdleWork(actor, id))
+        if (exit === LATER) return undefined
+        if (Exit.isFailure(exit)) return Exit.failCause(exit.cause)
+        return exit.value === undefined ? undefined : Exit.succeed(deleted)
+      }
     }
   })
 }) {}

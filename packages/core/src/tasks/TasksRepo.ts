@@ -12,7 +12,7 @@ import type {
   TaskStatus
 } from "@taskwright/domain"
 import { Effect } from "effect"
-import { type SqlParam, type Statement, StoreTag, statement, toPgPlaceholders } from "../store/Store.js"
+import { LATER, type SqlParam, type Statement, StoreTag, statement, toPgPlaceholders } from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 
 export interface TaskRow {
@@ -218,6 +218,11 @@ export const toCreatedTask = (row: TaskRow): CreatedTask => ({
   updated_at: row.updated_at
 })
 
+const toPage = (rows: ReadonlyArray<ListRow>, count: { readonly total: number } | undefined) => ({
+  tasks: rows.map(toListItem),
+  total: Number(count?.total ?? 0)
+})
+
 const toListItem = (row: ListRow): TaskListItem => ({
   id: Number(row.id) as TaskId,
   title: row.title,
@@ -235,21 +240,33 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
     return {
       transaction: store.transaction,
       unit: store.unit,
+      unitNow: store.unitNow,
       get: (id: TaskId) => store.get(q.get, [id]),
       /** {@link get} as a unit step. */
       read: (id: TaskId) => Unit.get(q.get, [id]),
-      runSummaries: (id: TaskId) => store.all(q.runs, [id]),
+      /** A task's run summaries, oldest first. A unit step. */
+      runsOf: (id: TaskId) => Unit.all(q.runs, [id]),
       /** The task row and its run summaries, oldest run first; `undefined` when there is no such task. */
       getWithRuns: (id: TaskId) => Effect.map(store.all(q.withRuns, [id]), splitRuns),
+      /** {@link getWithRuns} answered at once when the store can, else `LATER`. */
+      getWithRunsNow: (id: TaskId) => {
+        const rows = store.allNow(q.withRuns, [id])
+        return rows === LATER ? LATER : splitRuns(rows)
+      },
       hasRunningRun: (id: TaskId) => Effect.map(store.get(q.running, [id]), (r) => r !== undefined),
       page: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
-        return Effect.zipWith(
-          store.all(s.page, [...params, limit, offset]),
-          store.get(s.count, params),
-          (rows, count) => ({ tasks: rows.map(toListItem), total: Number(count?.total ?? 0) })
-        )
+        return Effect.zipWith(store.all(s.page, [...params, limit, offset]), store.get(s.count, params), toPage)
+      },
+      /** {@link page} answered at once when the store can, else `LATER`. */
+      pageNow: (filter: TaskFilter, limit: number, offset: number) => {
+        const s = filterStatements(filter)
+        const params = filterParams(filter)
+        const rows = store.allNow(s.page, [...params, limit, offset])
+        if (rows === LATER) return LATER
+        const count = store.allNow(s.count, params)
+        return count === LATER ? LATER : toPage(rows, count[0])
       },
       /** Inserts a task (a unit step: run it inside the change's unit of work); answers its id. */
       *insert(row: Omit<TaskRow, "id">): Unit.Work<TaskId> {

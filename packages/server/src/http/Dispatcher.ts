@@ -124,6 +124,7 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
   const runFork = Runtime.runFork(runtime)
   const gate = Context.get(runtime.context, Gate)
   const store = Context.get(runtime.context, StoreTag)
+  const services = runtime.context
   const byGroup = handlers as unknown as Record<string, Record<string, AnyHandler> | undefined>
 
   const documents = options.documents.map((d) => {
@@ -270,7 +271,8 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
       }
       const handler = route.handler
       if (handler === undefined) return Effect.fail(new NotFound({ message: "no handler", details: {} }))
-      return handler({ actor, path, urlParams: parseQuery(exchange.query), payload, request: exchange })
+      const input = { actor, path, urlParams: parseQuery(exchange.query), payload, request: exchange }
+      return handler.now?.(input, services) ?? handler(input)
     }
     const admission = gate.admitNow(exchange, route.mode)
     const program: Effect.Effect<unknown, unknown, DispatchServices> =

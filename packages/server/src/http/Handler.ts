@@ -8,7 +8,8 @@
 import type { HttpApi, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import type { Authentication, TaskwrightApi } from "@taskwright/api"
 import type { Actor, RequestInfo, StoreError } from "@taskwright/core"
-import type { Effect } from "effect"
+import type { Context, Effect, Exit } from "effect"
+import type { HandlerServices } from "../handlers/index.js"
 
 /**
  * The HTTP exchange as a handler may see it, for the few that need more than the decoded
@@ -62,11 +63,29 @@ export type Handlers<R> = {
   }
 }
 
-/** Any handler, as the dispatcher calls it. */
-export type AnyHandler = (input: {
+/** What any handler receives, as the dispatcher hands it over. */
+export interface AnyHandlerInput {
   readonly actor: Actor | undefined
   readonly path: unknown
   readonly urlParams: unknown
   readonly payload: unknown
   readonly request: RequestContext
-}) => Effect.Effect<unknown, unknown, never>
+}
+
+/** Any handler, as the dispatcher calls it; with {@link AnswerNow} when it has one. */
+export type AnyHandler = ((input: AnyHandlerInput) => Effect.Effect<unknown, unknown, never>) & {
+  readonly now?: AnswerNow<AnyHandlerInput, unknown, unknown, HandlerServices>
+}
+
+/**
+ * A handler's answer given at once, when its service can give it without waiting (a read from the
+ * embedded store with nothing in flight): the request then needs no fiber. `undefined` when it
+ * cannot; the handler itself then runs.
+ */
+export type AnswerNow<I, A, E, R> = (input: I, services: Context.Context<R>) => Exit.Exit<A, E> | undefined
+
+/** `handler`, able to answer at once through `now`. */
+export const answeringNow = <I, A, E, R>(
+  handler: (input: I) => Effect.Effect<A, E, R>,
+  now: AnswerNow<I, A, E, R>
+): ((input: I) => Effect.Effect<A, E, R>) & { readonly now: AnswerNow<I, A, E, R> } => Object.assign(handler, { now })
