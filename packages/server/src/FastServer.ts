@@ -5,6 +5,7 @@
  * `node:http`-style framework (Express and friends), under a path prefix when given one.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
+import type { Socket } from "node:net"
 import type { TLSSocket } from "node:tls"
 import { defaultAuthSettings, TaskwrightConfig } from "@taskwright/core"
 import { clientAddress } from "@taskwright/core/internal"
@@ -21,7 +22,8 @@ class NodeExchange implements HttpExchange {
     readonly res: ServerResponse,
     readonly pathname: string,
     readonly query: string,
-    private readonly trustedHops: number
+    private readonly trustedHops: number,
+    private readonly watch: ConnectionWatch | undefined
   ) {}
   get method(): string {
     return this.req.method ?? "GET"
@@ -90,15 +92,27 @@ class NodeExchange implements HttpExchange {
   respond(status: number, headers: Array<string>, body: string | Uint8Array): void {
     this.res.writeHead(status, headers)
     this.res.end(body)
+    this.watch?.answered(this.req.socket)
   }
   closeAfterResponse(): void {
     this.res.setHeader("connection", "close")
   }
 }
 
+/**
+ * Hears when a connection's request arrives and when its answer starts, for a server that keeps
+ * account of its connections (idle ones may be closed, busy ones spared): told by the listener
+ * itself, with no listener added to each request.
+ */
+export interface ConnectionWatch {
+  readonly arrived: (socket: Socket, req: IncomingMessage) => void
+  readonly answered: (socket: Socket) => void
+}
+
 export interface RequestListenerOptions extends DispatcherOptions {
   /** The path the API is mounted under (`/tasks-api`); requests outside it are 404. */
   readonly prefix?: string
+  readonly watch?: ConnectionWatch
 }
 
 /** The path of a request URL inside `prefix` ("" when outside it), and its query. */
@@ -117,8 +131,10 @@ export const makeRequestListener = (runtime: Runtime.Runtime<DispatchServices>, 
   const dispatch = makeDispatcher(runtime, options)
   const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
   const prefix = options.prefix?.replace(/\/+$/, "")
+  const watch = options.watch
   return (req: IncomingMessage, res: ServerResponse): void => {
+    watch?.arrived(req.socket, req)
     const { pathname, query } = splitUrl(req.url ?? "/", prefix)
-    dispatch(new NodeExchange(req, res, pathname, query, trustedHops))
+    dispatch(new NodeExchange(req, res, pathname, query, trustedHops, watch))
   }
 }

@@ -7,7 +7,7 @@
  * `close()` drains: stop accepting, finish in-flight requests, then stop the engine.
  */
 import { readFileSync } from "node:fs"
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { createServer as createHttpServer, type IncomingMessage, type Server } from "node:http"
 import { createServer as createHttpsServer } from "node:https"
 import type { AddressInfo, Socket } from "node:net"
 import {
@@ -23,7 +23,7 @@ import {
 import { Context, Effect, type Option } from "effect"
 import { dispatcherOptions, type HttpFaceOptions } from "./EffectServer.js"
 import { attachEventsSocket } from "./events/NodeEventsSocket.js"
-import { makeRequestListener } from "./FastServer.js"
+import { type ConnectionWatch, makeRequestListener } from "./FastServer.js"
 import { VERSION } from "./version.js"
 import { webSite } from "./WebAssets.js"
 
@@ -143,10 +143,22 @@ const onClientError = (error: Error & { readonly code?: string }, socket: Socket
  * been idle longest (connected but silent, or waiting between keep-alive requests); only when every
  * connection is busy is the newcomer closed. A flood of idle connections therefore cannot lock out
  * a client that sends a request, nor take the process to its file limit.
+ *
+ * It also decides what the idle timer (`server.timeout`) cuts. That timer is for a connection that
+ * does nothing: silent since it connected, a body that stopped coming (the request timeout bounds
+ * the whole of it), an answer the client stopped reading. Node applies it to a request being
+ * handled too, and would cut a handler that works for a while before answering (a clone for
+ * `POST /api/projects` or `POST /api/review/pr`). So from the moment a request has fully arrived
+ * until its answer starts, its connection is spared.
+ *
+ * The request listener reports arrivals and answers ({@link ConnectionWatch}): two map updates a
+ * request, where listeners on each request and response cost several microseconds.
  */
-const guardConnections = (server: Server, max: number, secure: boolean) => {
+const watchConnections = (server: Server, max: number, secure: boolean): ConnectionWatch => {
   // In insertion order: the first is the one idle longest.
   const idle = new Map<Socket, true>()
+  // Connections whose request is with a handler, and that request.
+  const handling = new Map<Socket, IncomingMessage>()
   let open = 0
   server.on(secure ? "secureConnection" : "connection", (socket: Socket) => {
     if (open >= max) {
@@ -160,34 +172,26 @@ const guardConnections = (server: Server, max: number, secure: boolean) => {
     socket.once("close", () => {
       open--
       idle.delete(socket)
-    })
-  })
-  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
-    const socket = req.socket
-    idle.delete(socket)
-    res.once("finish", () => {
-      if (!socket.destroyed) idle.set(socket, true)
+      handling.delete(socket)
     })
   })
   // An upgraded connection (the events socket) is in use for as long as it lives.
   server.on("upgrade", (req: IncomingMessage) => idle.delete(req.socket))
-}
-
-/**
- * The idle timer (`server.timeout`) is for a connection that does nothing: silent since it
- * connected, a body that stopped coming (the request timeout bounds the whole of it), an answer
- * the client stopped reading. Node applies it to a request being handled too, and would cut a
- * handler that works for a while before answering (a clone for `POST /api/projects` or
- * `POST /api/review/pr`). So once a request has arrived, and until its answer starts, the timer's
- * expiry is ignored; the keep-alive timer takes over after the answer, as usual.
- */
-const spareHandlersFromIdleTimer = (server: Server) => {
-  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
-    // A listener here answers Node's question "is anyone handling this timeout?": otherwise it destroys the socket.
-    res.on("timeout", () => {
-      if (!req.complete || res.headersSent) req.socket.destroy()
-    })
+  // A listener here answers Node's question "is anyone handling this timeout?": otherwise it destroys the socket.
+  server.on("timeout", (socket: Socket) => {
+    if (handling.get(socket)?.complete === true) return
+    socket.destroy()
   })
+  return {
+    arrived: (socket, req) => {
+      idle.delete(socket)
+      handling.set(socket, req)
+    },
+    answered: (socket) => {
+      handling.delete(socket)
+      if (!socket.destroyed) idle.set(socket, true)
+    }
+  }
 }
 
 /** Starts an engine for `settings` and serves it, or serves an engine the host started (and keeps owning). */
@@ -201,8 +205,8 @@ export const serve = async (
     : (engine as EngineRuntime)
   const runtime = await managed.runtime()
   const started = Context.get(runtime.context, TaskwrightEngine)
-  const listener = makeRequestListener(runtime, dispatcherOptions({ site: webSite(), ...options }))
   const limits = options.limits ?? connectionLimitsFromEnv(process.env)
+
   const serverOptions = {
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     headersTimeout: limits.headersTimeoutMs,
@@ -212,17 +216,18 @@ export const serve = async (
   }
   const server: Server =
     options.tls === undefined
-      ? createHttpServer(serverOptions, listener)
-      : createHttpsServer(
-          { ...serverOptions, cert: readFileSync(options.tls.certFile), key: readFileSync(options.tls.keyFile) },
-          listener
-        )
-  guardConnections(server, limits.maxConnections, options.tls !== undefined)
+      ? createHttpServer(serverOptions)
+      : createHttpsServer({
+          ...serverOptions,
+          cert: readFileSync(options.tls.certFile),
+          key: readFileSync(options.tls.keyFile)
+        })
+  const watch = watchConnections(server, limits.maxConnections, options.tls !== undefined)
+  server.on("request", makeRequestListener(runtime, { ...dispatcherOptions({ site: webSite(), ...options }), watch }))
   // TLS handshakes in progress are not in the guard's count: node's own cap bounds them.
   if (options.tls !== undefined) server.maxConnections = limits.maxConnections * 2
   // A connection that sends nothing at all is closed after this long (not a request being handled).
   server.timeout = limits.idleTimeoutMs
-  spareHandlersFromIdleTimer(server)
   server.on("clientError", onClientError)
   const eventSockets = attachEventsSocket(server, runtime, {
     ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
