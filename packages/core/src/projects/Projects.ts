@@ -10,7 +10,10 @@
  * - non-admins only inside the projects root (`TASKWRIGHT_PROJECTS_ROOT`, default
  *   `<data dir>/projects`); admins anywhere else;
  * - one owner per path, after symlinks are resolved: a path equal to, inside or around another
- *   user's project is 409, checked and recorded under one lock so two users cannot race for it.
+ *   user's project is 409, checked and recorded under one lock so two users cannot race for it;
+ * - the same for where its repository keeps its data (a `.git` file, a `commondir` file or a
+ *   symlinked `.git` may lead anywhere): outside the project, only in another of the owner's
+ *   projects (an admin: where an admin's project may be). Checked again before every run.
  */
 
 import { mkdir, realpath, rename, rm, rmdir, stat } from "node:fs/promises"
@@ -37,7 +40,7 @@ import { authorizeOwned } from "../auth/Policy.js"
 import { TaskwrightConfig } from "../Config.js"
 import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
-import { cloneRepository } from "../runs/GitWorkspace.js"
+import { cloneRepository, type RepositoryDirs, repositoryDirs } from "../runs/GitWorkspace.js"
 import type { StoreError } from "../store/Store.js"
 import { taskDeleted } from "../tasks/TaskEvents.js"
 import { type ProjectRow, ProjectsRepo, toProject } from "./ProjectsRepo.js"
@@ -68,14 +71,20 @@ interface Places {
   readonly root: string
 }
 
-/** Why the actor may not put a project at `real` (symlinks resolved), or null. */
-const placementProblem = (real: string, places: Places, admin: boolean): string | null => {
-  if (within(places.dataDir, real)) return "path must not be the service's data directory or contain it"
+/** Why the actor may not put a project (or what `subject` names) at `real` (symlinks resolved), or null. */
+const placementProblem = (real: string, places: Places, admin: boolean, subject = "path"): string | null => {
+  if (within(places.dataDir, real)) return `${subject} must not be the service's data directory or contain it`
   if (within(real, places.dataDir) && !(within(real, places.root) && real !== places.root)) {
-    return `path must not be inside the service's data directory (other than inside ${places.root})`
+    return `${subject} must not be inside the service's data directory (other than inside ${places.root})`
   }
-  if (!admin && (!within(real, places.root) || real === places.root)) return `path must be inside ${places.root}`
+  if (!admin && (!within(real, places.root) || real === places.root)) return `${subject} must be inside ${places.root}`
   return null
+}
+
+/** Why a project's repository may not be written where it keeps its data; `taken` when another user's project is why. */
+interface RepositoryProblem {
+  readonly message: string
+  readonly taken: boolean
 }
 
 /**
@@ -168,6 +177,55 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
     })
 
     /**
+     * Whether the repository at `real` may be written where it keeps its data (`dirs`): a run
+     * writes its worktree entry and branch in the common git directory, wherever a `.git` file, a
+     * `commondir` file or a symlinked `.git` puts it. Outside the project's own directory, that is
+     * only inside another project of the same owner or, for an admin, where an admin's project may
+     * be; never inside another user's project or the data directory.
+     */
+    const repositoryProblem = (real: string, dirs: RepositoryDirs, ownerId: string, admin: boolean) =>
+      Effect.gen(function* () {
+        if (dirs.topLevel !== null && dirs.topLevel !== real) {
+          return {
+            taken: false,
+            message: `the repository's work tree is ${dirs.topLevel} (core.worktree), not the project's directory`
+          } satisfies RepositoryProblem
+        }
+        const where = yield* resolvePlaces
+        const kinds = [
+          ["git directory", dirs.gitDir],
+          ["common git directory", dirs.commonDir]
+        ] as const
+        for (const [kind, dir] of kinds) {
+          if (within(dir, real)) continue
+          const subject = `the repository's ${kind} (${dir}, outside the project's directory)`
+          const placed = placementProblem(dir, where, admin, subject)
+          if (placed !== null) return { taken: false, message: placed } satisfies RepositoryProblem
+          if (yield* repo.claimedByOther(ownerId, dir)) {
+            return { taken: true, message: `${subject} is in another user's project` } satisfies RepositoryProblem
+          }
+          if (!admin && !(yield* repo.ownedAt(ownerId, dir))) {
+            return {
+              taken: false,
+              message: `${subject} must be inside the project or another of its owner's projects`
+            } satisfies RepositoryProblem
+          }
+        }
+        return null
+      })
+
+    const inspect = (path: string) =>
+      repositoryDirs(path).pipe(
+        Effect.mapError(
+          (e) =>
+            new BadRequest({
+              message: `cannot inspect the repository at ${path}: ${e.message}`,
+              details: { reason: "git_failed" }
+            })
+        )
+      )
+
+    /**
      * Clones `url` into a temporary sibling of `path`, then (if `record` claims the path) moves it
      * into place in the claim's transaction. Whatever was made is removed on any failure, a lost
      * claim included, along with the directories the clone created above it.
@@ -211,6 +269,37 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
 
     return {
       load,
+      /**
+       * The directories of a project's repository, checked again before a run writes there (the
+       * project's directory and its `.git` may have changed since it was recorded): the project's
+       * path must still resolve where its owner may have a project, and the repository keep its
+       * data where {@link repositoryProblem} allows. 400 or 409 (another user's project) otherwise.
+       */
+      repositoryFor: fn("Projects.repositoryFor")(function* (project: ProjectRow) {
+        const refuse = (message: string, reason: string, taken: boolean) => {
+          const details = { reason, project_id: project.id }
+          const full = `project ${project.id}: ${message}; no worktree or branch was made`
+          return taken ? new Conflict({ message: full, details }) : new BadRequest({ message: full, details })
+        }
+        const admin = yield* repo.ownerIsAdmin(project.owner_id)
+        const real = yield* Effect.promise(() => resolveReal(project.path))
+        const placed = placementProblem(real, yield* resolvePlaces, admin, `its path (now ${real})`)
+        if (placed !== null) return yield* refuse(placed, "project_path_moved", false)
+        if (yield* repo.claimedByOther(project.owner_id, real)) {
+          return yield* refuse(`its path now resolves to ${real}, in another user's project`, "path_taken", true)
+        }
+        const dirs = yield* inspect(project.path)
+        if (dirs === null) return yield* refuse("its path is not a git repository", "not_a_git_repository", false)
+        const problem = yield* repositoryProblem(real, dirs, project.owner_id, admin)
+        if (problem !== null) {
+          return yield* refuse(
+            problem.message,
+            problem.taken ? "repository_taken" : "repository_outside_project",
+            problem.taken
+          )
+        }
+        return dirs
+      }),
       /** `GET /api/projects`; `query` as a client sends it ({@link ProjectListParams}). */
       list: fn("Projects.list")(function* (actor: Actor, query: unknown) {
         const page = yield* decodeList(query)
@@ -246,6 +335,18 @@ export class Projects extends Effect.Service<Projects>()("@taskwright/core/Proje
         }
         if (gitUrl !== null && (yield* pathExists(path))) {
           return yield* BadRequest.field("path", "path must not exist yet when git_url is given")
+        }
+        // An existing repository whose `.git` leads elsewhere (runs check it again, it may change).
+        const dirs = gitUrl === null ? yield* inspect(path) : null
+        const refused = dirs === null ? null : yield* repositoryProblem(real, dirs, actor.userId, admin)
+        if (refused !== null) {
+          const details = {
+            field: "path",
+            reason: refused.taken ? "repository_taken" : "repository_outside_project",
+            fields: [{ path: "path", message: refused.message }]
+          }
+          const message = `path: ${refused.message}`
+          return yield* refused.taken ? new Conflict({ message, details }) : new BadRequest({ message, details })
         }
         const row: ProjectRow & { readonly real_path: string } = {
           id: newProjectId(),

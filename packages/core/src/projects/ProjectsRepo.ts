@@ -37,6 +37,16 @@ const q = {
     `SELECT 1 AS one FROM projects WHERE owner_id <> $1 AND (real_path = $2 OR substr(real_path, 1, $3) = $4
        OR real_path IN (SELECT json_array_elements_text($5::json))) LIMIT 1`
   ),
+  // The owner's own project at the path or at one of its ancestors (passed as a JSON array).
+  ownedAt: statement<{ one: number }>(
+    "projects.ownedAt",
+    "SELECT 1 AS one FROM projects WHERE owner_id = ? AND (real_path = ? OR real_path IN (SELECT value FROM json_each(?))) LIMIT 1",
+    "SELECT 1 AS one FROM projects WHERE owner_id = $1 AND (real_path = $2 OR real_path IN (SELECT json_array_elements_text($3::json))) LIMIT 1"
+  ),
+  ownerIsAdmin: statement<{ is_admin: number | boolean }>(
+    "projects.ownerIsAdmin",
+    "SELECT is_admin FROM users WHERE id = ?"
+  ),
   delete: statement("projects.delete", "DELETE FROM projects WHERE id = ?"),
   listOwn: statement<ProjectRow>(
     "projects.listOwn",
@@ -100,6 +110,15 @@ export class ProjectsRepo extends Effect.Service<ProjectsRepo>()("@taskwright/co
     return {
       get: (id: string) => store.get(q.get, [id]),
       claimedByOther,
+      /** Whether one of the owner's projects is at `realPath` or around it. */
+      ownedAt: (ownerId: string, realPath: string) =>
+        Effect.map(
+          store.get(q.ownedAt, [ownerId, realPath, JSON.stringify(ancestors(realPath))]),
+          (found) => found !== undefined
+        ),
+      /** Whether the user is an admin (a project keeps its owner's rights, whoever starts a run in it). */
+      ownerIsAdmin: (ownerId: string) =>
+        Effect.map(store.get(q.ownerIsAdmin, [ownerId]), (row) => row !== undefined && Boolean(Number(row.is_admin))),
       /** Inserts the project unless another owner's project claims its real path; answers whether it did. */
       insertUnlessClaimed: (row: ProjectRow & { readonly real_path: string }) =>
         store.transaction(

@@ -306,6 +306,40 @@ export const isGitRepository = Effect.fn("GitWorkspace.isGitRepository")(functio
   return actual === expected
 })
 
+/**
+ * Where a repository keeps its data, symlinks resolved: its own git directory, the shared one
+ * (the same for a main checkout) and the top of its work tree (null when bare).
+ */
+export interface RepositoryDirs {
+  readonly gitDir: string
+  readonly commonDir: string
+  readonly topLevel: string | null
+}
+
+/**
+ * The directories of the repository at `path` itself (git does not look above it), or null when
+ * `path` is not one. A `.git` file (`gitdir:`), a `commondir` file, a symlinked `.git` or
+ * `core.worktree` can put them anywhere on the host, and a worktree or a branch is written in the
+ * common one: callers decide whether that place is acceptable before git writes there.
+ */
+export const repositoryDirs = Effect.fn("GitWorkspace.repositoryDirs")(function* (path: string) {
+  const dir = absolute(path)
+  const env = { GIT_CEILING_DIRECTORIES: dirname(yield* realOrSelf(dir)) }
+  const found = yield* runGit(
+    ["-C", dir, "rev-parse", "--path-format=absolute", "--absolute-git-dir", "--git-common-dir"],
+    { env, okCodes: [0, 128] }
+  )
+  const [gitDir = "", commonDir = ""] = found.stdout.trim().split("\n")
+  if (found.code !== 0 || gitDir === "" || commonDir === "") return null
+  const top = yield* runGit(["-C", dir, "rev-parse", "--show-toplevel"], { env, okCodes: [0, 128] })
+  const topLevel = top.code === 0 && top.stdout.trim() !== "" ? yield* realOrSelf(top.stdout.trim()) : null
+  return {
+    gitDir: yield* realOrSelf(gitDir),
+    commonDir: yield* realOrSelf(commonDir),
+    topLevel
+  } satisfies RepositoryDirs
+})
+
 /** The commit HEAD points at; fails when the repository has no commits yet. */
 export const headCommit = Effect.fn("GitWorkspace.headCommit")(function* (repoPath: string) {
   const out = yield* Effect.mapError(
@@ -334,6 +368,11 @@ export interface CreateWorktreeOptions {
   readonly repoPath: string
   readonly worktreePath: string
   readonly branch: string
+  /**
+   * The repository's directories as the caller checked them ({@link repositoryDirs}): they must
+   * still be these, and the worktree and branch are written there whatever `.git` says meanwhile.
+   */
+  readonly dirs?: RepositoryDirs
 }
 
 /** The commit diffs are measured against, and whether the branch was new. */
@@ -356,13 +395,31 @@ export const createWorktree = Effect.fn("GitWorkspace.createWorktree")(function*
   const repoPath = absolute(options.repoPath)
   const worktreePath = absolute(options.worktreePath)
   const git = yield* gitIn(repoPath)
+  const checked = options.dirs
+  if (checked !== undefined) {
+    const current = yield* repositoryDirs(repoPath)
+    if (current?.gitDir !== checked.gitDir || current.commonDir !== checked.commonDir) {
+      return yield* fail(`the repository at ${repoPath} changed while the run was starting`)
+    }
+  }
+  // Pinned, so a `.git` or `commondir` file rewritten since the check cannot move the writes.
+  const pinned: RunOptions =
+    checked === undefined
+      ? {}
+      : {
+          env: {
+            GIT_DIR: checked.gitDir,
+            GIT_COMMON_DIR: checked.commonDir,
+            GIT_WORK_TREE: checked.topLevel ?? repoPath
+          }
+        }
   const head = yield* headCommit(repoPath)
   const existing = yield* branchTip(repoPath, options.branch)
   if (existing === null) {
-    yield* git.run(["worktree", "add", "--quiet", "-b", options.branch, "--end-of-options", worktreePath, head])
+    yield* git.run(["worktree", "add", "--quiet", "-b", options.branch, "--end-of-options", worktreePath, head], pinned)
     return { baseSha: head, created: true } satisfies CreatedWorktree
   }
-  yield* git.run(["worktree", "add", "--quiet", "--end-of-options", worktreePath, options.branch])
+  yield* git.run(["worktree", "add", "--quiet", "--end-of-options", worktreePath, options.branch], pinned)
   const base = (yield* mergeBase(repoPath, head, existing)) ?? existing
   return { baseSha: base, created: false } satisfies CreatedWorktree
 })

@@ -51,6 +51,7 @@ import { authorizeOwned } from "../auth/Policy.js"
 import { TaskwrightConfig } from "../Config.js"
 import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
+import { Projects } from "../projects/Projects.js"
 import { ProjectsRepo } from "../projects/ProjectsRepo.js"
 import type { StoreError } from "../store/Store.js"
 import { taskUpdated } from "../tasks/TaskEvents.js"
@@ -186,6 +187,7 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
     const tasks = yield* Tasks
     const tasksRepo = yield* TasksRepo
     const projects = yield* ProjectsRepo
+    const projectRules = yield* Projects
     const agents = yield* Agents
     const config = yield* TaskwrightConfig
     const events = yield* Events
@@ -616,6 +618,8 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
           details: { reason: "not_a_git_repository", path: project.path }
         })
       }
+      // Where the worktree and branch would be written: the project's own repository, or refused.
+      const dirs = yield* projectRules.repositoryFor(project)
       if (busyTasks.has(task.id) || (yield* tasksRepo.hasRunningRun(task.id))) return yield* taskBusy(task.id)
       const contained = yield* admit
 
@@ -645,7 +649,8 @@ export class Runs extends Effect.Service<Runs>()("@taskwright/core/Runs", {
         const created = yield* createWorktree({
           repoPath: project.path,
           worktreePath: entry.worktreePath,
-          branch
+          branch,
+          dirs
         }).pipe(Effect.mapError(worktreeError(branch)))
         entry.baseSha = created.baseSha
         const startedAt = now()

@@ -27,6 +27,7 @@ import {
   isGitRepository,
   prepareAgentGitDir,
   removeWorktree,
+  repositoryDirs,
   serviceGitEnv,
   validateGitUrl
 } from "../../src/runs/GitWorkspace.js"
@@ -218,6 +219,41 @@ describe("queries", () => {
   )
 })
 
+describe("repositoryDirs", () => {
+  it.effect(
+    "names where a repository keeps its data, wherever a .git file, a commondir file, a symlink or core.worktree puts it",
+    () =>
+      Effect.gen(function* () {
+        const { repo, root } = makeRepo()
+        const victim = makeRepo().repo
+        const own = join(repo, ".git")
+        assert.deepStrictEqual(yield* repositoryDirs(repo), { gitDir: own, commonDir: own, topLevel: repo })
+        // Not a repository of its own: git does not look above the path.
+        assert.isNull(yield* repositoryDirs(join(repo, "src")))
+        assert.isNull(yield* repositoryDirs(join(root, "missing")))
+        const theirs = join(victim, ".git")
+        const file = join(root, "file")
+        write(join(file, ".git"), `gitdir: ${theirs}\n`)
+        assert.deepStrictEqual(yield* repositoryDirs(file), { gitDir: theirs, commonDir: theirs, topLevel: file })
+        const common = join(root, "common")
+        mkdirSync(common)
+        git(common, "init", "-q")
+        write(join(common, ".git", "commondir"), `${theirs}\n`)
+        assert.deepStrictEqual(yield* repositoryDirs(common), {
+          gitDir: join(common, ".git"),
+          commonDir: theirs,
+          topLevel: common
+        })
+        const linked = join(root, "linked")
+        mkdirSync(linked)
+        symlinkSync(theirs, join(linked, ".git"))
+        assert.deepStrictEqual(yield* repositoryDirs(linked), { gitDir: theirs, commonDir: theirs, topLevel: linked })
+        git(repo, "config", "core.worktree", victim)
+        assert.deepStrictEqual(yield* repositoryDirs(repo), { gitDir: own, commonDir: own, topLevel: victim })
+      })
+  )
+})
+
 describe("worktrees", () => {
   it.effect("creates a worktree on a new branch from HEAD, leaving the checkout untouched", () =>
     Effect.gen(function* () {
@@ -233,6 +269,34 @@ describe("worktrees", () => {
       assert.strictEqual(git(repo, "rev-parse", "HEAD"), head)
       assert.strictEqual(git(repo, "status", "--porcelain"), before)
       assert.strictEqual(readFileSync(join(repo, "src/a.ts"), "utf8"), "uncommitted edit in the user's checkout\n")
+    })
+  )
+
+  it.effect("with the checked directories, writes there or nowhere: a .git rewritten since the check is refused", () =>
+    Effect.gen(function* () {
+      const { repo, root, head } = makeRepo()
+      const victim = makeRepo()
+      const dirs = yield* repositoryDirs(repo)
+      assert.isNotNull(dirs)
+      if (dirs === null) return
+      const wt = join(root, "worktrees", "run_c")
+      assert.deepStrictEqual(yield* createWorktree({ repoPath: repo, worktreePath: wt, branch: "checked", dirs }), {
+        baseSha: head,
+        created: true
+      })
+      assert.strictEqual(
+        readFileSync(join(wt, ".git"), "utf8").trim(),
+        `gitdir: ${join(repo, ".git", "worktrees", "run_c")}`
+      )
+      // The project's .git now leads to another repository: nothing is made anywhere.
+      rmSync(join(repo, ".git"), { recursive: true, force: true })
+      writeFileSync(join(repo, ".git"), `gitdir: ${join(victim.repo, ".git")}\n`)
+      const other = join(root, "worktrees", "run_v")
+      const error = yield* Effect.flip(createWorktree({ repoPath: repo, worktreePath: other, branch: "stolen", dirs }))
+      assert.match(error.message, /changed while the run was starting/)
+      assert.isFalse(existsSync(other))
+      assert.strictEqual(git(victim.repo, "branch", "--list"), "* main")
+      assert.isFalse(existsSync(join(victim.repo, ".git", "worktrees")))
     })
   )
 
