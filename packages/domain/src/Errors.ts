@@ -3,6 +3,7 @@
  * the HTTP contract wraps them in the `{error:{code,message,details}}` envelope.
  */
 import { Schema } from "effect"
+import type { EventsGone } from "./Event.js"
 
 export const ErrorDetails = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 export type ErrorDetails = typeof ErrorDetails.Type
@@ -30,6 +31,8 @@ export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields)
 }
 /** 405: the path exists, but not for this method (`details.allow` lists those it has). */
 export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("MethodNotAllowed", fields) {}
+/** 426: `GET /api/events` without `Upgrade: websocket` (`details.upgrade` names the protocol). */
+export class UpgradeRequired extends Schema.TaggedError<UpgradeRequired>()("UpgradeRequired", fields) {}
 /** 409: the resource's state forbids the request. */
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields) {}
 /** 413: the body is over the limit. */
@@ -52,12 +55,17 @@ export type ApiError =
   | NotFound
   | MethodNotAllowed
   | Conflict
+  | EventsGone
   | PayloadTooLarge
   | RateLimited
   | InternalError
   | ServiceUnavailable
+  | UpgradeRequired
 
-/** Wire code and status of each error, from the spec's table (plus METHOD_NOT_ALLOWED, PAYLOAD_TOO_LARGE and SERVICE_UNAVAILABLE). */
+/**
+ * Wire code and status of each error, from the spec's table (plus METHOD_NOT_ALLOWED, GONE,
+ * PAYLOAD_TOO_LARGE, UPGRADE_REQUIRED and SERVICE_UNAVAILABLE): every face answers from here.
+ */
 export const errorWire = {
   BadRequest: { code: "BAD_REQUEST", status: 400 },
   Unauthorized: { code: "UNAUTHORIZED", status: 401 },
@@ -65,7 +73,10 @@ export const errorWire = {
   NotFound: { code: "NOT_FOUND", status: 404 },
   MethodNotAllowed: { code: "METHOD_NOT_ALLOWED", status: 405 },
   Conflict: { code: "CONFLICT", status: 409 },
+  // An event socket closes with 4410 instead; a Promise subscriber gets the envelope.
+  EventsGone: { code: "GONE", status: 410 },
   PayloadTooLarge: { code: "PAYLOAD_TOO_LARGE", status: 413 },
+  UpgradeRequired: { code: "UPGRADE_REQUIRED", status: 426 },
   RateLimited: { code: "RATE_LIMITED", status: 429 },
   InternalError: { code: "INTERNAL_ERROR", status: 500 },
   ServiceUnavailable: { code: "SERVICE_UNAVAILABLE", status: 503 }

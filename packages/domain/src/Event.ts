@@ -4,6 +4,7 @@
  * so a subscriber that reconnects with `?since=<id>` misses nothing and sees nothing invented.
  */
 import { Schema } from "effect"
+import type { ErrorDetails } from "./Errors.js"
 import { RunId } from "./Ids.js"
 import { WholeNumber } from "./Paging.js"
 import { Timestamp } from "./Timestamp.js"
@@ -86,7 +87,12 @@ export class EventsGone extends Schema.TaggedError<EventsGone>()("EventsGone", {
   since: Schema.Number,
   /** The oldest event the log keeps (null when it holds none). */
   oldest: Schema.NullOr(Schema.Number)
-}) {}
+}) {
+  /** What the error envelope carries (410 `GONE` in the error table). */
+  get details(): ErrorDetails {
+    return { since: this.since, oldest: this.oldest }
+  }
+}
 
 /** A subscriber did not take its events as fast as they came: more than `limit` waited for it. */
 export class EventsOverflow extends Schema.TaggedError<EventsOverflow>()("EventsOverflow", {

@@ -9,7 +9,8 @@ import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
-import { type Actor, Tasks, UserId } from "@taskwright/core"
+import { type Actor, Events, errorWire, Tasks, UserId } from "@taskwright/core"
+import { StoreTag, statement } from "@taskwright/core/internal"
 import { createTaskwright, type Taskwright, TaskwrightError } from "@taskwright/embedded"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -188,6 +189,49 @@ describe("createTaskwright on an in-memory store", () => {
         details: { fields: [{ path: "since" }] }
       })
     }
+  })
+
+  it("refuses a since the log no longer holds with 410 GONE naming since and oldest, and GET /api/events without Upgrade with 426", async () => {
+    const me = tw.as(ada)
+    for (let i = 0; i < 4; i++) await me.tasks.create({ title: `old ${i}` })
+    const newest = await tw.effect.runtime.runPromise(
+      Effect.flatMap(StoreTag, (store) =>
+        Effect.zipLeft(
+          Effect.map(store.get(statement<{ id: number }>("test.newest", "SELECT MAX(id) AS id FROM events")), (row) =>
+            Number(row?.id)
+          ),
+          store.run(statement("test.age", "UPDATE events SET created_at = '2000-01-01T00:00:00.000Z'"))
+        )
+      )
+    )
+    await tw.effect.runtime.runPromise(Effect.flatMap(Events, (events) => events.prune))
+    const tooOld = await rejection(me.events.subscribe(["tasks"], () => {}, { since: newest - 3 }))
+    expect(tooOld).toMatchObject({
+      code: "GONE",
+      status: 410,
+      message: expect.stringMatching(/no longer kept/),
+      details: { since: newest - 3, oldest: newest }
+    })
+    expect(tooOld.toJSON().error.details).toEqual({ since: newest - 3, oldest: newest })
+    const ahead = await rejection(me.events.subscribe(undefined, () => {}, { since: newest + 1000 }))
+    expect(ahead).toMatchObject({ code: "GONE", status: 410, details: { since: newest + 1000, oldest: newest } })
+    // Right after what is kept is served.
+    const stop = await me.events.subscribe(["tasks"], () => {}, { since: newest - 1 })
+    stop()
+
+    // Over HTTP the socket closes with 4410 instead; a plain GET is told to upgrade, from the same table.
+    const plain = await tw.handler(
+      new Request("http://localhost/api/events", { headers: { authorization: `Bearer ${tw.adminKey}` } })
+    )
+    expect(plain.status).toBe(errorWire.UpgradeRequired.status)
+    expect(plain.headers.get("upgrade")).toBe("websocket")
+    expect(await plain.json()).toEqual({
+      error: {
+        code: "UPGRADE_REQUIRED",
+        message: "GET /api/events is a WebSocket: open it with Upgrade: websocket",
+        details: { upgrade: "websocket" }
+      }
+    })
   })
 
   it("shares one engine with Effect code through tw.effect", async () => {

@@ -20,7 +20,8 @@ import {
   type RateState,
   type StoreError,
   type TaskwrightConfig,
-  Unauthorized
+  Unauthorized,
+  UpgradeRequired
 } from "@taskwright/core"
 import { redactCredentials, StoreTag, statement } from "@taskwright/core/internal"
 import { Cause, Context, Effect, Either, Exit, Option, type ParseResult, Runtime } from "effect"
@@ -320,7 +321,7 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
   // The event socket is taken by the transport's upgrade; a request without `Upgrade` is told how to ask.
   const upgradeRequired = (exchange: HttpExchange): void => {
     exchange.setHeader("upgrade", "websocket")
-    send({ exchange, route: upgradeRoute, rate: undefined, actor: undefined }, 426, UPGRADE_REQUIRED)
+    sendError({ exchange, route: upgradeRoute, rate: undefined, actor: undefined }, upgradeNeeded)
   }
 
   return (exchange: HttpExchange): void => {
@@ -372,12 +373,9 @@ const tooLargeRoute: Route = serverRoute("body too large", () => Effect.void)
 
 const upgradeRoute: Route = serverRoute("events without upgrade", () => Effect.void)
 
-const UPGRADE_REQUIRED = JSON.stringify({
-  error: {
-    code: "UPGRADE_REQUIRED",
-    message: "GET /api/events is a WebSocket: open it with Upgrade: websocket",
-    details: { upgrade: "websocket" }
-  }
+const upgradeNeeded = new UpgradeRequired({
+  message: "GET /api/events is a WebSocket: open it with Upgrade: websocket",
+  details: { upgrade: "websocket" }
 })
 
 const healthRoute: Route = serverRoute("health", () => Effect.succeed({ status: "ok" }))
