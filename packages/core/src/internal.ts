@@ -32,6 +32,7 @@ export {
   afterCommit,
   collectAfterCommit,
   type Dialect,
+  type Direct,
   type SqlParam,
   type Statement,
   type Store,

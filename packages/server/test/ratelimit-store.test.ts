@@ -17,6 +17,7 @@ import { createPgDatabase } from "@taskwright/testing"
 import { Effect, Layer } from "effect"
 
 const W = 60_000
+const LIMIT = 1_000
 const T0 = 1_800_000_000_000 - (1_800_000_000_000 % W)
 
 const storeLayer = (databaseUrl: string) =>
@@ -38,28 +39,28 @@ const contract = (
     Effect.gen(function* () {
       const store = yield* make
       const counts: Array<number> = []
-      for (let i = 0; i < 5; i++) counts.push((yield* store.hit("k:one", T0, W)).count)
+      for (let i = 0; i < 5; i++) counts.push((yield* store.hit("k:one", T0, W, LIMIT)).count)
       assert.deepStrictEqual(counts, [1, 2, 3, 4, 5])
-      assert.strictEqual((yield* store.hit("k:two", T0, W)).count, 1)
-      assert.strictEqual((yield* store.hit("k:one", T0, W)).windowStart, T0)
+      assert.strictEqual((yield* store.hit("k:two", T0, W, LIMIT)).count, 1)
+      assert.strictEqual((yield* store.hit("k:one", T0, W, LIMIT)).windowStart, T0)
     })
   )
 
   it.effect("starts again in the next window", () =>
     Effect.gen(function* () {
       const store = yield* make
-      for (let i = 0; i < 3; i++) yield* store.hit("k:roll", T0, W)
-      const next = yield* store.hit("k:roll", T0 + W, W)
+      for (let i = 0; i < 3; i++) yield* store.hit("k:roll", T0, W, LIMIT)
+      const next = yield* store.hit("k:roll", T0 + W, W, LIMIT)
       assert.deepStrictEqual(next, { count: 1, windowStart: T0 + W })
-      assert.strictEqual((yield* store.hit("k:roll", T0 + W, W)).count, 2)
+      assert.strictEqual((yield* store.hit("k:roll", T0 + W, W, LIMIT)).count, 2)
     })
   )
 
   it.effect("counts a hit from a clock that is behind in the current window", () =>
     Effect.gen(function* () {
       const store = yield* make
-      yield* store.hit("k:skew", T0 + 2 * W, W)
-      const late = yield* store.hit("k:skew", T0 + W, W)
+      yield* store.hit("k:skew", T0 + 2 * W, W, LIMIT)
+      const late = yield* store.hit("k:skew", T0 + W, W, LIMIT)
       assert.deepStrictEqual(late, { count: 2, windowStart: T0 + 2 * W })
     })
   )
@@ -68,7 +69,7 @@ const contract = (
     Effect.gen(function* () {
       const store = yield* make
       const hits = yield* Effect.all(
-        Array.from({ length: 500 }, () => store.hit("k:crowd", T0, W)),
+        Array.from({ length: 500 }, () => store.hit("k:crowd", T0, W, LIMIT)),
         { concurrency: "unbounded" }
       )
       const counts = hits.map((h) => h.count).sort((a, b) => a - b)
@@ -86,7 +87,7 @@ describe("MemoryRateLimitStore", () => {
       Effect.gen(function* () {
         const store = yield* RateLimitStore
         assert.isFunction(store.hitSync)
-        assert.strictEqual(store.hitSync?.("k:sync", T0, W).count, 1)
+        assert.strictEqual(store.hitSync?.("k:sync", T0, W)?.count, 1)
       })
     )
   })
@@ -113,9 +114,46 @@ describe("SqlRateLimitStore on PostgreSQL", () => {
     it.effect("forgets windows that ended", () =>
       Effect.gen(function* () {
         const store = yield* RateLimitStore
-        yield* store.hit("k:old", T0 - 10 * W, W)
+        yield* store.hit("k:old", T0 - 10 * W, W, LIMIT)
         yield* store.prune(T0 - 5 * W)
-        assert.strictEqual((yield* store.hit("k:old", T0 - 10 * W, W)).count, 1)
+        assert.strictEqual((yield* store.hit("k:old", T0 - 10 * W, W, LIMIT)).count, 1)
+      })
+    )
+
+    it.effect("a busy bucket leases counts: taken here without a round trip, still each handed out once", () =>
+      Effect.gen(function* () {
+        const store = yield* RateLimitStore
+        const counts: Array<number> = []
+        for (let i = 0; i < 50; i++) counts.push((yield* store.hit("k:busy", T0, W, LIMIT)).count)
+        assert.deepStrictEqual(
+          counts,
+          Array.from({ length: 50 }, (_, i) => i + 1)
+        )
+        // Reserved ahead: the next hits are answered at once.
+        const now = store.hitSync?.("k:busy", T0, W)
+        assert.strictEqual(now?.count, 51)
+        // A new window leases nothing until it is busy.
+        assert.strictEqual(store.hitSync?.("k:busy", T0 + W, W), undefined)
+      })
+    )
+
+    it.effect("two processes leasing from one budget admit exactly the limit, never more", () =>
+      Effect.gen(function* () {
+        const limit = 300
+        // Two stores over one database, as two server processes have: each with leases of its own.
+        const a = yield* SqlRateLimitStore.make
+        const b = yield* SqlRateLimitStore.make
+        const counts: Array<number> = []
+        for (let round = 0; round < limit; round++) {
+          // Now one at a time, now both at once, as requests come.
+          const pair = yield* Effect.all([a.hit("k:shared", T0, W, limit), b.hit("k:shared", T0, W, limit)], {
+            concurrency: round % 3 === 0 ? "unbounded" : 1
+          })
+          counts.push(...pair.map((h) => h.count))
+        }
+        const admitted = counts.filter((c) => c <= limit)
+        assert.strictEqual(admitted.length, limit)
+        assert.strictEqual(new Set(admitted).size, limit)
       })
     )
   })

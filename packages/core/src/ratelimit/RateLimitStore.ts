@@ -1,7 +1,7 @@
 /**
  * Where fixed-window rate-limit counters live. The limiter asks one thing of a store: add a hit
- * to a bucket's window and say how many hits that window now holds, atomically, so that no more
- * than the limit is ever admitted however many requests arrive at once. Two implementations:
+ * to a bucket's window and give it a count of its own in that window, atomically, so that no more
+ * than the limit (the hits counted within it) is ever admitted however many requests arrive at once. Two implementations:
  * {@link MemoryRateLimitStore} (one process, microseconds) and {@link SqlRateLimitStore} (the
  * database, shared by every server process on it).
  */
@@ -22,9 +22,13 @@ export interface RateLimitStoreShape {
    * `windowMs`). A stored window older than `windowStart` starts again from one; a newer one
    * (another process's clock ahead of ours) takes the hit.
    */
-  readonly hit: (bucket: string, windowStart: number, windowMs: number) => Effect.Effect<Hit, StoreError>
-  /** Synchronous variant for stores that need no I/O: the limiter's fast path. */
-  readonly hitSync?: (bucket: string, windowStart: number, windowMs: number) => Hit
+  readonly hit: (bucket: string, windowStart: number, windowMs: number, limit: number) => Effect.Effect<Hit, StoreError>
+  /**
+   * The limiter's fast path: the hit counted at once, without I/O, or `undefined` when this store
+   * cannot do so now (then {@link hit}). The in-memory store always can; the database's can while
+   * its process holds counts it reserved before.
+   */
+  readonly hitSync?: (bucket: string, windowStart: number, windowMs: number) => Hit | undefined
   /** Forgets windows that ended before `before` (ms); called now and then by the limiter. */
   readonly prune: (before: number) => Effect.Effect<void, StoreError>
 }

@@ -75,16 +75,16 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core
     )
 
     const hitSync = store.hitSync
-    /** Spends one hit at once when the store needs no I/O; `undefined` (nothing spent) otherwise. */
+    /** Spends one hit at once when the store can without I/O; `undefined` (nothing spent) otherwise. */
     const consumeNow = (policy: RatePolicy, subject: string): RateState | undefined => {
       if (hitSync === undefined) return undefined
       const now = Date.now()
       const hit = hitSync(`${policy.name}:${subject}`, now - (now % policy.windowMs), policy.windowMs)
-      return stateOf(policy, hit.count, hit.windowStart, now)
+      return hit === undefined ? undefined : stateOf(policy, hit.count, hit.windowStart, now)
     }
     return {
       policies,
-      /** True when {@link consumeNow} can answer: the store needs no I/O. */
+      /** True when {@link consumeNow} may answer (the in-memory store always does; the database's while it holds a lease). */
       synchronous: hitSync !== undefined,
       consumeNow,
       /** Spends one hit of `subject`'s budget under `policy`. */
@@ -93,7 +93,7 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core
         if (state !== undefined) return Effect.succeed(state)
         const now = Date.now()
         const windowStart = now - (now % policy.windowMs)
-        return Effect.map(store.hit(`${policy.name}:${subject}`, windowStart, policy.windowMs), (hit) =>
+        return Effect.map(store.hit(`${policy.name}:${subject}`, windowStart, policy.windowMs, policy.limit), (hit) =>
           stateOf(policy, hit.count, hit.windowStart, now)
         )
       }

@@ -13,7 +13,6 @@ import { toStoreError } from "./errors.js"
 import {
   afterCommit,
   collectAfterCommit,
-  LATER,
   type SqlParam,
   type Statement,
   type Store,
@@ -208,14 +207,17 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
     dialect: "pg",
     all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       Effect.map(query(stmt, params), (r) => r.rows as ReadonlyArray<Row>),
-    // Every query is a round trip.
-    allNow: () => LATER,
+    allNow: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
+      pool.query({ name: stmt.name, text: stmt.pg, values: params as Array<SqlParam> }).then(
+        (r) => Exit.succeed(r.rows as ReadonlyArray<Row>),
+        (cause: unknown) => Exit.fail(toStoreError(cause))
+      ),
     get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       Effect.map(query(stmt, params), (r) => r.rows[0] as Row | undefined),
     run: (stmt, params = []) => Effect.map(query(stmt, params), (r) => r.rowCount ?? 0),
     transaction,
     unit,
-    unitNow: () => LATER,
+    unitNow: runUnit,
     afterCommit,
     changes: { epoch: changes.epoch, announce: Effect.asVoid(query(announce, [])) },
     onEventsAppended: changes.onEvents

@@ -138,11 +138,11 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
   const commit = db.prepare("COMMIT")
   const rollback = db.prepare("ROLLBACK")
 
-  const attempt = <A>(f: () => A): Effect.Effect<A, StoreError> => {
+  const attempt = <A>(f: () => A): Exit.Exit<A, StoreError> => {
     try {
-      return Effect.succeed(f())
+      return Exit.succeed(f())
     } catch (cause) {
-      return Effect.fail(toStoreError(cause))
+      return Exit.fail(toStoreError(cause))
     }
   }
 
@@ -260,15 +260,8 @@ export const makeStore = (db: Database.Database, wrote: () => void = () => {}): 
     onEventsAppended: () => {},
     all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       exec(() => rows(prepare(stmt), params) as ReadonlyArray<Row>),
-    allNow: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) => {
-      if (transactionOpen) return LATER
-      try {
-        return rows(prepare(stmt), params) as ReadonlyArray<Row>
-      } catch {
-        // Whatever went wrong is reported by the Effect path, which gets the same error.
-        return LATER
-      }
-    },
+    allNow: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
+      transactionOpen ? LATER : attempt(() => rows(prepare(stmt), params) as ReadonlyArray<Row>),
     get: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       exec(() => row(prepare(stmt), params) as Row | undefined),
     run: (stmt, params = []) =>

@@ -5,7 +5,7 @@
  * because `@effect/sql`'s per-statement machinery costs several times the query itself on
  * these paths; `@effect/sql` runs the migrations.
  */
-import { Context, Data, Effect, type Exit, FiberRef } from "effect"
+import { Context, Data, Effect, Exit, FiberRef } from "effect"
 import type { Work } from "./Unit.js"
 
 export type Dialect = "sqlite" | "pg"
@@ -37,8 +37,32 @@ export const statement = <Row = never>(name: string, sqlite: string, pg?: string
   pg: pg ?? toPgPlaceholders(sqlite)
 })
 
-/** The store cannot answer at once: ask it through an Effect. */
+/** The store cannot answer without a fiber now: ask it through an Effect. */
 export const LATER: unique symbol = Symbol.for("@taskwright/core/Store/LATER")
+
+/**
+ * An answer given without a fiber: at once (an Exit: SQLite) or as one promise (PostgreSQL). The
+ * hottest requests are answered so; the Effect path serves the rest and every other face.
+ */
+export type Direct<A, E> = Exit.Exit<A, E> | Promise<Exit.Exit<A, E>>
+
+/** `f` applied to a direct answer's value. */
+export const mapDirect = <A, E, B, E2>(answer: Direct<A, E>, f: (a: A) => Exit.Exit<B, E2>): Direct<B, E | E2> =>
+  answer instanceof Promise ? answer.then((exit) => mapExit(exit, f)) : mapExit(answer, f)
+
+const mapExit = <A, E, B, E2>(exit: Exit.Exit<A, E>, f: (a: A) => Exit.Exit<B, E2>): Exit.Exit<B, E | E2> =>
+  exit._tag === "Success" ? f(exit.value) : Exit.failCause(exit.cause)
+
+/** Two direct answers as one (side by side on PostgreSQL's pool). */
+export const bothDirect = <A, B, E>(a: Direct<A, E>, b: Direct<B, E>): Direct<readonly [A, B], E> =>
+  a instanceof Promise || b instanceof Promise ? Promise.all([a, b]).then(([x, y]) => zipExits(x, y)) : zipExits(a, b)
+
+const zipExits = <A, B, E>(a: Exit.Exit<A, E>, b: Exit.Exit<B, E>): Exit.Exit<readonly [A, B], E> =>
+  a._tag === "Failure"
+    ? Exit.failCause(a.cause)
+    : b._tag === "Failure"
+      ? Exit.failCause(b.cause)
+      : Exit.succeed([a.value, b.value] as const)
 
 /** A store failure. `unique`/`foreign_key` let services turn constraint violations into 409s. */
 export class StoreError extends Data.TaggedError("StoreError")<{
@@ -55,11 +79,13 @@ export interface Store {
     params?: ReadonlyArray<SqlParam>
   ) => Effect.Effect<ReadonlyArray<Row>, StoreError>
   /**
-   * All rows of a read answered at once when the store can (SQLite, no transaction in flight); `LATER`
-   * when it cannot (PostgreSQL, or a transaction open across an async boundary): then use {@link all}.
-   * For the hottest reads, so that a request the store can answer at once needs no fiber.
+   * All rows of a read without a fiber ({@link Direct}): at once on SQLite, as a promise on
+   * PostgreSQL; `LATER` while a transaction is open across an async boundary (then {@link all}).
    */
-  readonly allNow: <Row>(stmt: Statement<Row>, params?: ReadonlyArray<SqlParam>) => ReadonlyArray<Row> | typeof LATER
+  readonly allNow: <Row>(
+    stmt: Statement<Row>,
+    params?: ReadonlyArray<SqlParam>
+  ) => Direct<ReadonlyArray<Row>, StoreError> | typeof LATER
   /** The first row, or `undefined`. */
   readonly get: <Row>(
     stmt: Statement<Row>,
@@ -73,10 +99,10 @@ export interface Store {
    */
   readonly unit: <A, E>(work: () => Work<A, E>) => Effect.Effect<A, E | StoreError>
   /**
-   * {@link unit} run at once when the store can (SQLite, no transaction in flight); `LATER` when it
-   * cannot: then use {@link unit}.
+   * {@link unit} run without a fiber ({@link Direct}); `LATER` while another transaction holds the
+   * store (then {@link unit}).
    */
-  readonly unitNow: <A, E>(work: () => Work<A, E>) => Exit.Exit<A, E | StoreError> | typeof LATER
+  readonly unitNow: <A, E>(work: () => Work<A, E>) => Direct<A, E | StoreError> | typeof LATER
   /** Runs `self` in one transaction (nested calls join the outer one). */
   readonly transaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreError, R>
   /**

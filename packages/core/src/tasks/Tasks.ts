@@ -28,7 +28,7 @@ import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
 import { LabelsRepo } from "../labels/LabelsRepo.js"
 import { Projects } from "../projects/Projects.js"
-import { LATER, type StoreError } from "../store/Store.js"
+import { type Direct, LATER, mapDirect, type StoreError } from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 import { taskDeleted, taskUpdated } from "./TaskEvents.js"
 import { type TaskRow, TasksRepo, toCreatedTask } from "./TasksRepo.js"
@@ -43,8 +43,8 @@ const taskShape = (row: TaskRow, agent_runs: Task["agent_runs"]): Task => {
 
 const noLabels = { labels: "[]", events: [] as ReadonlyArray<EventDraft> }
 
-const orLater = <A, E>(exit: Exit.Exit<A, E> | typeof LATER): Exit.Exit<A, E> | undefined =>
-  exit === LATER ? undefined : exit
+const orLater = <A, E>(answer: Direct<A, E> | typeof LATER): Direct<A, E> | undefined =>
+  answer === LATER ? undefined : answer
 
 const decodeCreate = decoder(TaskCreate, "body")
 const decodeUpdate = decoder(TaskUpdate, "body")
@@ -140,15 +140,34 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         return taskShape(row, yield* repo.runsOf(id))
       }
 
-    /** One guarded DELETE (owner and no running run); the deleted row, or `undefined` when it deleted nothing. */
-    const deleteIdleWork = (actor: Actor, id: TaskId) =>
-      function* () {
-        const row = yield* repo.deleteIdle(id, seesAll(actor) ? undefined : actor.userId)
-        if (row !== undefined) yield* events.appendWork([taskDeleted(row)], now())
-        return row
-      }
-
     const deleted = { success: true as const }
+
+    /**
+     * One guarded DELETE (owner and no running run) for the common case; only when it deletes nothing
+     * is the reason looked up, in the order of the rules: 404, 403, then 409.
+     */
+    const deleteWork = (actor: Actor, id: TaskId) =>
+      function* (): Unit.Work<typeof deleted, NotFound | Forbidden | Conflict> {
+        const row = yield* repo.deleteIdle(id, seesAll(actor) ? undefined : actor.userId)
+        if (row !== undefined) {
+          yield* events.appendWork([taskDeleted(row)], now())
+          return deleted
+        }
+        const current = yield* repo.read(id)
+        const refusal = ownershipError(actor, "task", id, current)
+        if (current === undefined || refusal !== undefined) return yield* Unit.fail(refusal ?? NotFound.of("task", id))
+        if (yield* repo.runs(id)) {
+          return yield* Unit.fail(
+            new Conflict({
+              message: "the task has a running agent run; stop it first",
+              details: { reason: "run_running" }
+            })
+          )
+        }
+        // Its run finished between the two statements: delete it now (unless someone else just did).
+        if ((yield* repo.delete(id)) > 0) yield* events.appendWork([taskDeleted(current)], now())
+        return deleted
+      }
 
     return {
       load,
@@ -158,21 +177,22 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         const { tasks, total } = yield* repo.page(filterOf(actor, params), params.limit, params.offset)
         return { tasks, total, limit: params.limit, offset: params.offset } satisfies TaskList
       }),
-      /** {@link list} answered at once when the store can, else `undefined`. */
-      listNow: (actor: Actor, query: unknown): Exit.Exit<TaskList, BadRequest> | undefined => {
+      /** {@link list} answered without a fiber when the store can, else `undefined`. */
+      listNow: (actor: Actor, query: unknown): Direct<TaskList, BadRequest | StoreError> | undefined => {
         const params = decodeList(query)
         if (Exit.isFailure(params)) return Exit.failCause(params.cause)
         const { limit, offset } = params.value
         const page = repo.pageNow(filterOf(actor, params.value), limit, offset)
-        return page === LATER ? undefined : Exit.succeed({ tasks: page.tasks, total: page.total, limit, offset })
+        if (page === LATER) return undefined
+        return mapDirect(page, ({ tasks, total }) => Exit.succeed({ tasks, total, limit, offset }))
       },
       get: fn("Tasks.get")(function* (actor: Actor, id: TaskId) {
         return yield* shown(actor, id, yield* repo.getWithRuns(id))
       }),
-      /** {@link get} answered at once when the store can, else `undefined`. */
-      getNow: (actor: Actor, id: TaskId): Exit.Exit<Task, NotFound | Forbidden> | undefined => {
+      /** {@link get} answered without a fiber when the store can, else `undefined`. */
+      getNow: (actor: Actor, id: TaskId): Direct<Task, NotFound | Forbidden | StoreError> | undefined => {
         const found = repo.getWithRunsNow(id)
-        return found === LATER ? undefined : shown(actor, id, found)
+        return found === LATER ? undefined : mapDirect(found, (f) => shown(actor, id, f))
       },
       /** `POST /api/tasks`; `body` as a client sends it ({@link TaskCreate}). */
       create: fn("Tasks.create")(function* (actor: Actor, body: unknown) {
@@ -180,8 +200,8 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         yield* checkProject(actor, input.project_id)
         return yield* repo.unit(createWork(actor, input, now()))
       }),
-      /** {@link create} done at once when the store can, else `undefined` (nothing done). */
-      createNow: (actor: Actor, body: unknown): Exit.Exit<CreatedTask, BadRequest | StoreError> | undefined => {
+      /** {@link create} done without a fiber when the store can, else `undefined` (nothing done). */
+      createNow: (actor: Actor, body: unknown): Direct<CreatedTask, BadRequest | StoreError> | undefined => {
         const input = decodeCreate(body)
         if (Exit.isFailure(input)) return Exit.failCause(input.cause)
         // A project is checked first, through its service: the Effect path's work.
@@ -197,46 +217,26 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         yield* checkProject(actor, patch.project_id)
         return yield* repo.unit(updateWork(actor, id, patch, ownerId, guarded, now()))
       }),
-      /** {@link update} done at once when the store can and no look comes first, else `undefined` (nothing done). */
+      /** {@link update} done without a fiber when the store can and no look comes first, else `undefined` (nothing done). */
       updateNow: (
         actor: Actor,
         id: TaskId,
         body: unknown
-      ): Exit.Exit<Task, BadRequest | NotFound | Forbidden | StoreError> | undefined => {
+      ): Direct<Task, BadRequest | NotFound | Forbidden | StoreError> | undefined => {
         const patch = decodeUpdate(body)
         if (Exit.isFailure(patch)) return Exit.failCause(patch.cause)
         if (seesAll(actor) || patch.value.project_id !== undefined) return undefined
         return orLater(repo.unitNow(updateWork(actor, id, patch.value, actor.userId, true, now())))
       },
       delete: fn("Tasks.delete")(function* (actor: Actor, id: TaskId) {
-        // Only when the guarded DELETE deletes nothing is the reason looked up, in the order of the
-        // rules: 404, 403, then 409.
-        if ((yield* repo.unit(deleteIdleWork(actor, id))) !== undefined) return deleted
-        const current = yield* load(actor, id)
-        if (yield* repo.hasRunningRun(id)) {
-          return yield* new Conflict({
-            message: "the task has a running agent run; stop it first",
-            details: { reason: "run_running" }
-          })
-        }
-        // Its run finished between the two looks: delete it now.
-        yield* repo.unit(function* () {
-          // Deleted meanwhile by someone else: nothing happened here, nothing to announce.
-          if ((yield* repo.delete(id)) === 0) return
-          yield* events.appendWork([taskDeleted(current)], now())
-        })
-        return deleted
+        return yield* repo.unit(deleteWork(actor, id))
       }),
-      /**
-       * {@link delete} done at once when the store can and the guarded DELETE deletes the task;
-       * `undefined` otherwise (nothing done: {@link delete} finds out why).
-       */
-      deleteNow: (actor: Actor, id: TaskId): Exit.Exit<typeof deleted, StoreError> | undefined => {
-        const exit = repo.unitNow(deleteIdleWork(actor, id))
-        if (exit === LATER) return undefined
-        if (Exit.isFailure(exit)) return Exit.failCause(exit.cause)
-        return exit.value === undefined ? undefined : Exit.succeed(deleted)
-      }
+      /** {@link delete} done without a fiber when the store can, else `undefined` (nothing done). */
+      deleteNow: (
+        actor: Actor,
+        id: TaskId
+      ): Direct<typeof deleted, NotFound | Forbidden | Conflict | StoreError> | undefined =>
+        orLater(repo.unitNow(deleteWork(actor, id)))
     }
   })
 }) {}

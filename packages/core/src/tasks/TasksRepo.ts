@@ -11,8 +11,17 @@ import type {
   TaskPriority,
   TaskStatus
 } from "@taskwright/domain"
-import { Effect } from "effect"
-import { LATER, type SqlParam, type Statement, StoreTag, statement, toPgPlaceholders } from "../store/Store.js"
+import { Effect, Exit } from "effect"
+import {
+  bothDirect,
+  LATER,
+  mapDirect,
+  type SqlParam,
+  type Statement,
+  StoreTag,
+  statement,
+  toPgPlaceholders
+} from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 
 export interface TaskRow {
@@ -248,25 +257,30 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
       runsOf: (id: TaskId) => Unit.all(q.runs, [id]),
       /** The task row and its run summaries, oldest run first; `undefined` when there is no such task. */
       getWithRuns: (id: TaskId) => Effect.map(store.all(q.withRuns, [id]), splitRuns),
-      /** {@link getWithRuns} answered at once when the store can, else `LATER`. */
+      /** {@link getWithRuns} without a fiber ({@link Direct}), or `LATER`. */
       getWithRunsNow: (id: TaskId) => {
         const rows = store.allNow(q.withRuns, [id])
-        return rows === LATER ? LATER : splitRuns(rows)
+        return rows === LATER ? LATER : mapDirect(rows, (r) => Exit.succeed(splitRuns(r)))
       },
       hasRunningRun: (id: TaskId) => Effect.map(store.get(q.running, [id]), (r) => r !== undefined),
+      /** {@link hasRunningRun} as a unit step. */
+      *runs(id: TaskId): Unit.Work<boolean> {
+        return (yield* Unit.get(q.running, [id])) !== undefined
+      },
       page: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
         return Effect.zipWith(store.all(s.page, [...params, limit, offset]), store.get(s.count, params), toPage)
       },
-      /** {@link page} answered at once when the store can, else `LATER`. */
+      /** {@link page} without a fiber ({@link Direct}), or `LATER`. */
       pageNow: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
         const rows = store.allNow(s.page, [...params, limit, offset])
         if (rows === LATER) return LATER
         const count = store.allNow(s.count, params)
-        return count === LATER ? LATER : toPage(rows, count[0])
+        if (count === LATER) return LATER
+        return mapDirect(bothDirect(rows, count), ([r, c]) => Exit.succeed(toPage(r, c[0])))
       },
       /** Inserts a task (a unit step: run it inside the change's unit of work); answers its id. */
       *insert(row: Omit<TaskRow, "id">): Unit.Work<TaskId> {

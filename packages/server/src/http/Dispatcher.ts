@@ -240,7 +240,9 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
     body: ParsedBody | undefined
   ) => {
     const reply: Reply = { exchange, route, rate: undefined, actor: undefined }
-    const admitted = (admission: Admission): Effect.Effect<unknown, unknown, HandlerServices> => {
+    const admitted = (
+      admission: Admission
+    ): Effect.Effect<unknown, unknown, HandlerServices> | Promise<Exit.Exit<unknown, unknown>> => {
       reply.rate = admission.rate
       reply.actor = admission.actor
       if (admission.refusal !== undefined) return Effect.fail(admission.refusal)
@@ -276,9 +278,19 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
       return handler.now?.(input, services) ?? handler(input)
     }
     const admission = gate.admitNow(exchange, route.mode)
-    const program: Effect.Effect<unknown, unknown, DispatchServices> =
-      admission === undefined ? Effect.flatMap(gate.admit(exchange, route.mode), admitted) : admitted(admission)
-    // A refusal or a bad request is known before anything runs: answered without starting a fiber.
+    const program =
+      admission === undefined
+        ? Effect.flatMap(gate.admit(exchange, route.mode), (a) => {
+            const next = admitted(a)
+            return next instanceof Promise ? Effect.flatten(Effect.promise(() => next)) : next
+          })
+        : admitted(admission)
+    // Known before anything runs (a refusal, a bad request, an answer of the embedded store), or a
+    // promise of it (PostgreSQL): answered without starting a fiber.
+    if (program instanceof Promise) {
+      program.then(finish(reply), (defect: unknown) => finish(reply)(Exit.die(defect)))
+      return
+    }
     if (Exit.isExit(program)) return finish(reply)(program)
     runCallback(program, { onExit: finish(reply) })
   }

@@ -8,7 +8,8 @@
 import type { HttpApi, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import type { Authentication, TaskwrightApi } from "@taskwright/api"
 import type { Actor, RequestInfo, StoreError } from "@taskwright/core"
-import type { Context, Effect, Exit } from "effect"
+import type { Direct } from "@taskwright/core/internal"
+import type { Context, Effect } from "effect"
 import type { HandlerServices } from "../handlers/index.js"
 
 /**
@@ -78,11 +79,11 @@ export type AnyHandler = ((input: AnyHandlerInput) => Effect.Effect<unknown, unk
 }
 
 /**
- * A handler's answer given at once, when its service can give it without waiting (a read from the
- * embedded store with nothing in flight): the request then needs no fiber. `undefined` when it
- * cannot; the handler itself then runs.
+ * A handler's answer given without a fiber, when its service can: at once on the embedded store
+ * (an Exit), as one promise on PostgreSQL (see `Direct` in the core). `undefined` when it cannot;
+ * the handler itself then runs.
  */
-export type AnswerNow<I, A, E, R> = (input: I, services: Context.Context<R>) => Exit.Exit<A, E> | undefined
+export type AnswerNow<I, A, E, R> = (input: I, services: Context.Context<R>) => Direct<A, E> | undefined
 
 /** `handler`, able to answer at once through `now`. */
 export const answeringNow = <I, A, E, R>(
