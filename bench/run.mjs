@@ -25,7 +25,7 @@ import Database from "better-sqlite3"
 import pg from "pg"
 import { checkServer, makeOracle, makePgOracle } from "./lib/check.mjs"
 import { ENDPOINTS, planFor, WRITES } from "./lib/endpoints.mjs"
-import { explainPg, explainSqlite, LIST_SQL, sameStatement } from "./lib/explain.mjs"
+import { explainPg, explainSqlite, listSql, sameStatement } from "./lib/explain.mjs"
 import { chooseLoadgen, runLoad } from "./lib/loadgen.mjs"
 import {
   assertLoopback,
@@ -717,9 +717,9 @@ const runStore = async (store, base) => {
         md.push(`\n⚠ marks a server whose check failed in this phase (see \`check\` in the JSON).`)
       }
       md.push("")
-      md.push(explainBlocks(large, { pg: pgStore, listSql: LIST_SQL }))
+      md.push(explainBlocks(large, { pg: pgStore, listSql: listSql(pgStore) }))
       if (pgStore && keys.includes("A")) {
-        const matches = seenList.some((t) => sameStatement(t, LIST_SQL))
+        const matches = seenList.some((t) => sameStatement(t, listSql(pgStore)))
         md.push("")
         md.push(
           seenList.length === 0
@@ -785,7 +785,7 @@ const runStore = async (store, base) => {
           { name: d.name, measured: keys.includes(d.key), skipReason: d.available ? null : d.skipReason }
         ])
       ),
-      listSql: LIST_SQL,
+      listSql: listSql(pgStore),
       taskwrightStatementsSeen: seenStatements,
       summary: { main, large, startup: starts },
       runs: records,

@@ -157,10 +157,17 @@ const listFor = (filter) => {
     if (filter.priority !== undefined) where.push("priority = ?")
     if (filter.projectId !== undefined) where.push("project_id = ?")
     const clause = where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`
+    const columns = "id, title, description, status, priority, labels, created_at, updated_at"
     found = {
+      // On PostgreSQL the page's ids come from the filter's index first, then the rows by id: the
+      // plain form is planned as a backward walk of the primary key (Taskwright's TasksRepo, which
+      // the peers follow: the same plans for everyone).
       page: sql(
         `list.${key}`,
-        `SELECT id, title, description, status, priority, labels, created_at, updated_at FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?`
+        `SELECT ${columns} FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?`,
+        numbered(
+          `SELECT ${columns} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?)) ORDER BY id DESC`
+        )
       ),
       count: sql(`count.${key}`, `SELECT COALESCE(SUM(n), 0) AS total FROM task_counts${clause}`)
     }
