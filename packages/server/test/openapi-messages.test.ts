@@ -193,7 +193,6 @@ describe("every decode failure answers in words", () => {
     }
     if (message.length > 1000) problems.push(`message of ${message.length} characters for ${where}`)
     const fields = error?.details?.fields
-    if (fields === undefined) return
     if (!Array.isArray(fields) || fields.length === 0 || fields.length > 100) {
       problems.push(`details.fields ${JSON.stringify(fields)?.slice(0, 200)} for ${where}`)
       return
@@ -232,6 +231,52 @@ describe("every decode failure answers in words", () => {
     if (e.body !== undefined) {
       for (const body of fc.sample(badBody(e.body), { numRuns: 120, seed })) await check(e, base, body, "body")
     }
+  })
+
+  it.each(endpoints.filter((e) => e.body !== undefined).map((e) => [e.name, e] as const))(
+    "%s: a body refused as a whole names the body as its field",
+    async (_, e) => {
+      const url = wellFormedPath(e)
+      const deep = `{"a":${"[".repeat(40)}${"]".repeat(40)}}`
+      const bodies: ReadonlyArray<readonly [string | Uint8Array, string]> = [
+        ['{"title": "unfinished', "application/json"],
+        [Uint8Array.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d]), "application/json"],
+        [deep, "application/json"],
+        ['{"title":"plain"}', "text/plain"]
+      ]
+      for (const [raw, type] of bodies) {
+        const r = await server.request<{ error: { message: string; details: Json } }>(e.method, url, {
+          key: server.adminKey,
+          raw,
+          headers: { "content-type": type }
+        })
+        expect(r.status, `${e.name} ${type} ${String(raw).slice(0, 40)}`).toBe(400)
+        const { message, details } = r.body.error
+        expect(details.fields).toEqual([{ path: "body", message }])
+        expect(details.reason).toMatch(/^(invalid_json|invalid_utf8|too_deep|content_type)$/)
+      }
+    }
+  )
+
+  it("a missing body is refused as the services refuse one in process", async () => {
+    // `[1]` reaches the service's own decoder, as an in-process call with a non-object would.
+    const decoded = await server.request("POST", "/api/tasks", { key: server.adminKey, body: [1] })
+    for (const [method, path] of [
+      ["POST", "/api/tasks"],
+      ["POST", "/api/projects"],
+      ["POST", "/api/labels"]
+    ] as const) {
+      const missing = await server.request(method, path, { key: server.adminKey })
+      expect(missing.status, path).toBe(400)
+      expect(missing.body, path).toEqual(decoded.body)
+    }
+    expect(decoded.body).toEqual({
+      error: {
+        code: "BAD_REQUEST",
+        message: "the body must be a JSON object",
+        details: { fields: [{ path: "body", message: "the body must be a JSON object" }] }
+      }
+    })
   })
 
   it("found no schema notation, no message without words and no 500", () => {

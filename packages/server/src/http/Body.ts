@@ -18,10 +18,17 @@ export type ParsedBody =
   | { readonly ok: true; readonly value: unknown }
   | { readonly ok: false; readonly error: BadRequest }
 
-const refuse = (message: string, reason: string): ParsedBody => ({
-  ok: false,
-  error: new BadRequest({ message, details: { reason } })
-})
+/** A refusal of the body as a whole: named as the field `body`, like a body the services' decoders refuse. */
+const bodyRefusal = (message: string, reason?: string): BadRequest =>
+  new BadRequest({
+    message,
+    details: { ...(reason === undefined ? {} : { reason }), fields: [{ path: "body", message }] }
+  })
+
+const refuse = (message: string, reason: string): ParsedBody => ({ ok: false, error: bodyRefusal(message, reason) })
+
+/** No body where one is required: what the services answer in process for a missing body, word for word. */
+export const missingBody: BadRequest = bodyRefusal("the body must be a JSON object")
 
 const OPEN_OBJECT = 0x7b
 const OPEN_ARRAY = 0x5b

@@ -9,7 +9,6 @@ import { errorBody } from "@taskwright/api"
 import {
   type Actor,
   type Admission,
-  BadRequest,
   errorWire,
   Forbidden,
   Gate,
@@ -26,7 +25,7 @@ import {
 import { redactCredentials, StoreTag, statement } from "@taskwright/core/internal"
 import { Cause, Context, Effect, Either, Exit, Option, type ParseResult, Runtime } from "effect"
 import { type HandlerServices, handlers } from "../handlers/index.js"
-import { MAX_BODY_BYTES, type ParsedBody, parseJsonBody } from "./Body.js"
+import { MAX_BODY_BYTES, missingBody, type ParsedBody, parseJsonBody } from "./Body.js"
 import type { AnyHandler, RequestContext } from "./Handler.js"
 import { compileRoutes, contractRoutes, publicRoute, type Route } from "./Routes.js"
 
@@ -266,7 +265,7 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
       }
       let payload: unknown
       if (route.takesBody) {
-        if (body === undefined) return Effect.fail(new BadRequest({ message: "a JSON body is required", details: {} }))
+        if (body === undefined) return Effect.fail(missingBody)
         if (!body.ok) return Effect.fail(body.error)
         payload = body.value
       } else if (body !== undefined && !body.ok) {
