@@ -3,15 +3,102 @@
  * responses (the generator writes a response's description and body only), the contact of the
  * service (there is no contact annotation), and the 400 answers without the platform's own
  * `HttpApiDecodeError` (every `HttpApi` declares it, but Taskwright answers every decode failure
- * in its common envelope, so a client never sees that shape). Each is applied through the
- * documented hook for this, an `OpenApi.Transform` annotation, on the one thing it is about.
+ * in its common envelope, so a client never sees that shape), and each endpoint's own examples of
+ * its error answers (the platform shows a schema's examples only, and the error schemas are shared
+ * by every endpoint): written beside each endpoint as an {@link ErrorExamples} annotation, shown as
+ * the examples of its answers. Each is applied through the documented hook for this, an
+ * `OpenApi.Transform` annotation.
  */
+import { allScopes, errorWire } from "@taskwright/domain"
 import { Context, Option } from "effect"
+import { RequiredScope } from "./Security.js"
 
 /** Marks an endpoint that spends no rate-limit budget and so sends no rate-limit headers (`/api/health`). */
 export class Unmetered extends Context.Tag("@taskwright/api/Unmetered")<Unmetered, true>() {}
 
 type Json = Record<string, unknown>
+
+/** One error answer of an endpoint, as the document shows it. */
+export interface ErrorExample {
+  /** When it is answered, in a few words: the example's summary. */
+  readonly summary: string
+  readonly message: string
+  readonly details?: Json
+}
+
+/** The statuses whose answers differ from one endpoint to the next. */
+export type EndpointErrorStatus = 400 | 403 | 404 | 409
+
+/**
+ * Examples of an endpoint's own error answers, by status: its resource, its reasons, its fields
+ * (the error schemas are shared by every endpoint, so their one example cannot fit each). Shown as
+ * the examples of the endpoint's answer; a 403 of an endpoint that needs a scope always shows the
+ * missing scope besides these.
+ */
+export class ErrorExamples extends Context.Tag("@taskwright/api/ErrorExamples")<
+  ErrorExamples,
+  Readonly<Partial<Record<EndpointErrorStatus, ReadonlyArray<ErrorExample>>>>
+>() {}
+
+/** A 400 for one field; `message` when the answer's own differs from the field's (it names the field first). */
+export const fieldExample = (
+  summary: string,
+  path: string,
+  fieldMessage: string,
+  options: { readonly bounds?: Json; readonly message?: string } = {}
+): ErrorExample => ({
+  summary,
+  message: options.message ?? fieldMessage,
+  details: {
+    fields: [{ path, message: fieldMessage, ...(options.bounds === undefined ? {} : { bounds: options.bounds }) }]
+  }
+})
+
+/** A 400 for a body that is not JSON, for endpoints that take none (a body sent anyway is still read). */
+export const invalidJsonExample: ErrorExample = {
+  summary: "A body that is not JSON",
+  message: "the body is not valid JSON",
+  details: { reason: "invalid_json", fields: [{ path: "body", message: "the body is not valid JSON" }] }
+}
+
+/** A 404 for a resource by id. */
+export const notFoundExample = (resource: string, id: string | number): ErrorExample => ({
+  summary: `No such ${resource}`,
+  message: `${resource} ${id} not found`,
+  details: { resource, id }
+})
+
+/** A 403 for another user's resource. */
+export const ownedExample = (resource: string, id: string | number): ErrorExample => ({
+  summary: `Another user's ${resource}`,
+  message: `${resource} ${id} belongs to another user`,
+  details: { resource, id }
+})
+
+/** The envelope of an example, with the code of its status. */
+const envelopeOf = (status: number, example: ErrorExample): Json => {
+  const code = Object.values(errorWire).find((wire) => wire.status === status)?.code ?? "INTERNAL_ERROR"
+  return { error: { code, message: example.message, details: example.details ?? {} } }
+}
+
+/** `examples` of a media type: named after their summaries. */
+const mediaExamples = (status: number, examples: ReadonlyArray<ErrorExample>): Json =>
+  Object.fromEntries(
+    examples.map((example) => [
+      example.summary
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, "_")
+        .replace(/^_|_$/g, ""),
+      { summary: example.summary, value: envelopeOf(status, example) }
+    ])
+  )
+
+/** What a credential without the endpoint's scope is told. */
+const missingScope = (scope: string): ErrorExample => ({
+  summary: `The credential lacks ${scope}`,
+  message: `this credential lacks the ${scope} scope`,
+  details: { required_scope: scope }
+})
 
 const integerHeader = (description: string, minimum = 0) => ({
   description,
@@ -91,11 +178,13 @@ const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "tr
 /**
  * The API-level `OpenApi.Transform`: the contact; rate-limit headers on every answer but the
  * 413 (refused before the budget is counted) and those of {@link Unmetered} endpoints;
- * `Retry-After` on 429 and 503; `WWW-Authenticate` on 401; 400 without the platform's decode error.
+ * `Retry-After` on 429 and 503; `WWW-Authenticate` on 401; 400 without the platform's decode error;
+ * each endpoint's {@link ErrorExamples}, and the missing scope on the 403 of one that needs a scope.
  */
 export const documentApi =
   (options: {
     readonly groups: ReadonlyArray<{
+      readonly annotations: Context.Context<never>
       readonly endpoints: Readonly<
         Record<string, { readonly method: string; readonly path: string; readonly annotations: Context.Context<never> }>
       >
@@ -105,10 +194,22 @@ export const documentApi =
   }) =>
   (spec: Json): Json => {
     const unmetered = new Set<string>()
+    const examples = new Map<string, Readonly<Partial<Record<number, ReadonlyArray<ErrorExample>>>>>()
     for (const group of options.groups) {
       for (const endpoint of Object.values(group.endpoints)) {
-        const marked = Option.isSome(Context.getOption(endpoint.annotations, Unmetered))
-        if (marked) unmetered.add(`${endpoint.method.toLowerCase()} ${endpoint.path.replace(/:(\w+)\??/g, "{$1}")}`)
+        const key = `${endpoint.method.toLowerCase()} ${endpoint.path.replace(/:(\w+)\??/g, "{$1}")}`
+        if (Option.isSome(Context.getOption(endpoint.annotations, Unmetered))) unmetered.add(key)
+        const scope = Context.getOption(endpoint.annotations, RequiredScope).pipe(
+          Option.orElse(() => Context.getOption(group.annotations, RequiredScope))
+        )
+        const own: Readonly<Partial<Record<EndpointErrorStatus, ReadonlyArray<ErrorExample>>>> = Option.getOrElse(
+          Context.getOption(endpoint.annotations, ErrorExamples),
+          () => ({})
+        )
+        const needed = Option.getOrUndefined(scope)
+        const scoped =
+          needed !== undefined && (allScopes as ReadonlyArray<string>).includes(needed) ? [missingScope(needed)] : []
+        examples.set(key, { ...own, 403: [...scoped, ...(own[403] ?? [])] })
       }
     }
     const paths = isRecord(spec.paths) ? spec.paths : {}
@@ -118,6 +219,7 @@ export const documentApi =
         const operation = item[method]
         if (!isRecord(operation) || !isRecord(operation.responses)) continue
         const metered = !unmetered.has(`${method} ${path}`)
+        const own = examples.get(`${method} ${path}`) ?? {}
         for (const [status, response] of Object.entries(operation.responses)) {
           if (!isRecord(response)) continue
           if (status === "400" && !withoutDecodeError(response, options.badRequest)) {
@@ -125,6 +227,9 @@ export const documentApi =
             delete operation.responses[status]
             continue
           }
+          const shown = own[Number(status)] ?? []
+          const media = isRecord(response.content) ? response.content["application/json"] : undefined
+          if (shown.length > 0 && isRecord(media)) media.examples = mediaExamples(Number(status), shown)
           if (metered && status !== "413") addHeaders(response, rateLimitHeaders)
           if (status === "429") addHeaders(response, retryAfter("always sent"))
           if (status === "503") addHeaders(response, retryAfter("sent when trying again later may help"))

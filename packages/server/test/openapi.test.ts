@@ -25,6 +25,10 @@ interface Finding {
 }
 
 const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+const ALL_SCOPES = ["tasks:read", "tasks:write", "projects:read", "projects:write", "agents:run", "admin"] as const
+interface Envelope {
+  readonly error: { readonly code: string; readonly message: string; readonly details: Json }
+}
 const METHODS = ["get", "put", "post", "delete", "patch"] as const
 
 /** Spectral's findings on `document`, with the committed ruleset. */
@@ -157,6 +161,81 @@ describe("the OpenAPI document served at /api/openapi.json", () => {
       else if (path === "/api/auth/verify")
         expect(Object.keys(responses).sort()).toEqual(["200", "400", "401", "403", "500", "503"])
       else expect(Object.keys(responses), where).toEqual(expect.arrayContaining(["400", "413", "429", "500", "503"]))
+    }
+  })
+
+  /** The examples of an operation's answer with `status`, by name. */
+  const examplesOf = (op: Json, status: string): ReadonlyArray<{ summary: string; value: Envelope }> => {
+    const media = (((op.responses as Json)[status] as Json | undefined)?.content as Json | undefined)?.[
+      "application/json"
+    ] as Json | undefined
+    return Object.values((media?.examples ?? {}) as Record<string, { summary: string; value: Envelope }>)
+  }
+
+  it("shows each endpoint's own error answers: its resource, its scope, its reasons", async () => {
+    const missing: Array<string> = []
+    const shared = new Map<string, Set<string>>()
+    for (const { path, method, op } of operations()) {
+      for (const status of ["400", "403", "404", "409"]) {
+        if ((op.responses as Json)[status] === undefined) continue
+        const shown = examplesOf(op, status)
+        if (shown.length === 0) missing.push(`${method.toUpperCase()} ${path} ${status}`)
+        for (const { value } of shown) {
+          const key = `${status} ${value.error.message}`
+          shared.set(key, (shared.get(key) ?? new Set()).add(path.split("/")[2] ?? ""))
+        }
+      }
+    }
+    expect(missing).toEqual([])
+    // A 409 example says what its own endpoint refuses: none is shared across resources but the
+    // limit on runs (once every 409 said "the task has a running agent run", on projects and keys too).
+    const crossing = [...shared]
+      .filter(([key, resources]) => key.startsWith("409") && resources.size > 1)
+      .filter(([key]) => !key.includes("agent runs are already running"))
+    expect(crossing.map(([key, resources]) => `${key}: ${[...resources].join(", ")}`)).toEqual([])
+
+    // The 404 examples (once "task 42 not found" on the keys endpoints too) and the missing-scope
+    // 403 examples are what the server answers, word for word.
+    const fresh = await startTestServer({ store: "sqlite" })
+    try {
+      const lacking = new Map<string, string>()
+      const found: Array<string> = []
+      for (const { path, method, op } of operations()) {
+        const body = deref(
+          ((op.requestBody as Json | undefined)?.content as Json | undefined)?.["application/json"]
+        ).schema
+        const example = (deref(body).examples as ReadonlyArray<unknown> | undefined)?.[0]
+        for (const { summary, value } of examplesOf(op, "404")) {
+          const id = value.error.details.id
+          if (!/\{\w+\}/.test(path) || id === undefined || value.error.details.reason !== undefined) continue
+          if (value.error.details.resource === "oauth provider") continue
+          const url = path.replace(/\{\w+\}/, encodeURIComponent(String(id)))
+          const r = await fresh.request(method.toUpperCase(), url, {
+            key: fresh.adminKey,
+            ...(example === undefined ? {} : { body: example })
+          })
+          expect(r.body, `${method.toUpperCase()} ${url}: ${summary}`).toEqual(value)
+          found.push(`${method.toUpperCase()} ${path}`)
+        }
+        for (const { summary, value } of examplesOf(op, "403")) {
+          const scope = value.error.details.required_scope
+          if (typeof scope !== "string" || summary !== `The credential lacks ${scope}`) continue
+          const others = ALL_SCOPES.filter((s) => s !== scope && s !== "admin")
+          const key =
+            lacking.get(scope) ?? (await fresh.createUser({ scopes: others as Array<(typeof ALL_SCOPES)[number]> })).key
+          lacking.set(scope, key)
+          const url = path.replace(/\{\w+\}/, "1")
+          const r = await fresh.request(method.toUpperCase(), url, { key })
+          expect(r.body, `${method.toUpperCase()} ${url}: ${summary}`).toEqual(value)
+        }
+      }
+      expect(lacking.size).toBeGreaterThan(3)
+      expect(found).toEqual(
+        expect.arrayContaining(["GET /api/tasks/{id}", "POST /api/keys/{id}/rotate", "POST /api/tasks/{id}/run"])
+      )
+      expect(found.length).toBeGreaterThan(12)
+    } finally {
+      await fresh.close()
     }
   })
 

@@ -1,6 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { AgentDetail, AgentList, AgentName, AgentUpdate } from "@taskwright/domain"
 import { Schema } from "effect"
+import { ErrorExamples, fieldExample, invalidJsonExample } from "../Documentation.js"
 import { ForbiddenError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
 
@@ -12,6 +13,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     HttpApiEndpoint.get("list", "/api/agents")
       .addSuccess(AgentList)
       .annotate(RequiredScope, "agents:run")
+      .annotate(ErrorExamples, { 400: [invalidJsonExample] })
       .annotate(OpenApi.Summary, "List agents")
       .annotate(
         OpenApi.Description,
@@ -24,6 +26,9 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       .setPayload(AgentUpdate)
       .addSuccess(AgentDetail)
       .annotate(RequiredScope, "admin")
+      .annotate(ErrorExamples, {
+        400: [fieldExample("An unknown field", "timeout_seconds", "timeout_seconds is not a field of this request")]
+      })
       .annotate(OpenApi.Summary, "Configure an agent")
       .annotate(
         OpenApi.Description,

@@ -12,7 +12,13 @@ import {
   UserId
 } from "@taskwright/domain"
 import { Schema } from "effect"
-import { operationHeaders, verifyRetryAfter } from "../Documentation.js"
+import {
+  ErrorExamples,
+  fieldExample,
+  invalidJsonExample,
+  operationHeaders,
+  verifyRetryAfter
+} from "../Documentation.js"
 import {
   BadRequestError,
   ForbiddenError,
@@ -101,6 +107,16 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(UnauthorizedError)
       .addError(ForbiddenError)
       .annotate(RequiredScope, "public")
+      .annotate(ErrorExamples, {
+        400: [fieldExample("No password", "password", "password is required")],
+        403: [
+          {
+            summary: "A login form of another origin",
+            message: "cross-origin login refused: the Origin is not this service's",
+            details: { reason: "csrf" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Sign in")
       .annotate(
         OpenApi.Description,
@@ -115,6 +131,22 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(RequestErrors)
       .addError(ForbiddenError)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, {
+        400: [
+          {
+            summary: "A Bearer credential, not a session",
+            message: "logout applies to a browser session: send the service_session cookie, not a Bearer credential",
+            details: {}
+          }
+        ],
+        403: [
+          {
+            summary: "A cookie-authenticated change from another origin",
+            message: "cross-site request refused: a cookie-authenticated change must come from this service's origin",
+            details: { reason: "csrf" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Sign out")
       .annotate(
         OpenApi.Description,
@@ -129,6 +161,22 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(RequestErrors)
       .addError(ForbiddenError)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, {
+        400: [
+          {
+            summary: "A Bearer credential, not a session",
+            message: "refresh applies to a browser session: send the service_session cookie, not a Bearer credential",
+            details: {}
+          }
+        ],
+        403: [
+          {
+            summary: "A cookie-authenticated change from another origin",
+            message: "cross-site request refused: a cookie-authenticated change must come from this service's origin",
+            details: { reason: "csrf" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Renew the session")
       .annotate(
         OpenApi.Description,
@@ -143,6 +191,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(RequestErrors)
       .addError(UnauthorizedError)
       .annotate(RequiredScope, "public")
+      .annotate(ErrorExamples, { 400: [fieldExample("No key", "api_key", "api_key is required")] })
       .annotate(OpenApi.Summary, "Get an access token")
       .annotate(
         OpenApi.Description,
@@ -155,6 +204,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .middleware(Authentication)
       .addError(RequestErrors)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, { 400: [invalidJsonExample] })
       .annotate(OpenApi.Summary, "Who am I")
       .annotate(OpenApi.Description, "The caller's user, the scopes the credential holds, and the credential itself.")
   )
@@ -169,6 +219,20 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(ServiceUnavailableError)
       .annotate(RequiredScope, "authenticated")
       .annotate(ForwardAuth, true)
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("A scope parameter too long", "scope", "scope must be at most 64 characters long", {
+            bounds: { maxLength: 64 }
+          })
+        ],
+        403: [
+          {
+            summary: "The credential lacks ?scope=",
+            message: "this credential lacks the admin scope",
+            details: { required_scope: "admin" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Check a credential (for reverse proxies)")
       .annotate(
         OpenApi.Description,
@@ -203,6 +267,20 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(RequestErrors)
       .addError(NotFoundError)
       .annotate(RequiredScope, "public")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("Not a provider name", "provider", "provider must be a provider name like github", {
+            bounds: { maxLength: 32 }
+          })
+        ],
+        404: [
+          {
+            summary: "The provider is not configured",
+            message: "sign-in with github is not configured",
+            details: { resource: "oauth provider", id: "github" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Sign in with an identity provider")
       .annotate(
         OpenApi.Description,

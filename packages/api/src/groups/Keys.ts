@@ -8,11 +8,25 @@ import {
   KeyUsageReport
 } from "@taskwright/domain"
 import { Schema } from "effect"
+import { ErrorExamples, fieldExample, notFoundExample, ownedExample } from "../Documentation.js"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
 import { contractQuery, Success } from "./Common.js"
 
 const KeyPath = Schema.Struct({ id: ApiKeyId })
+
+const badKeyId = fieldExample(
+  "An id that is not a key id",
+  "id",
+  "id must look like key_ followed by 16 letters or digits",
+  { bounds: { minLength: 20, maxLength: 20 } }
+)
+
+const revoked = {
+  summary: "The key is revoked",
+  message: "api key key_0Qm7Zc2Wx9Hs4Pd1 is revoked",
+  details: { reason: "revoked" }
+}
 
 /** API key management (the settings page's keys section): own keys with any valid credential, other users' with `admin`. */
 export class KeysGroup extends HttpApiGroup.make("keys")
@@ -21,6 +35,20 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .setUrlParams(contractQuery(ApiKeyListQuery))
       .addSuccess(ApiKeyList)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("Not a user id", "user_id", "user_id must look like usr_ followed by 16 letters or digits", {
+            bounds: { minLength: 20, maxLength: 20 }
+          })
+        ],
+        403: [
+          {
+            summary: "Another user's keys, without admin",
+            message: "listing another user's keys needs the admin scope",
+            details: { required_scope: "admin" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "List API keys")
       .annotate(
         OpenApi.Description,
@@ -33,6 +61,21 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addSuccess(ApiKeyWithSecret, { status: 201 })
       .addError(NotFoundError)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("An empty name", "name", "a key name must be 1 to 100 characters long", {
+            bounds: { minLength: 1, maxLength: 100 }
+          })
+        ],
+        403: [
+          {
+            summary: "A scope the credential lacks",
+            message: "this credential cannot grant admin",
+            details: { reason: "scope_escalation", scopes: ["admin"] }
+          }
+        ],
+        404: [notFoundExample("user", "usr_6Vn1bR9eTy3Ka5Lq")]
+      })
       .annotate(OpenApi.Summary, "Create an API key")
       .annotate(
         OpenApi.Description,
@@ -46,6 +89,18 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, {
+        400: [badKeyId],
+        403: [
+          {
+            summary: "The key carries a scope the credential lacks",
+            message: "this credential cannot rotate a key carrying admin: it lacks that scope",
+            details: { reason: "scope_escalation", scopes: ["admin"] }
+          }
+        ],
+        404: [notFoundExample("api key", "key_0Qm7Zc2Wx9Hs4Pd1")],
+        409: [revoked]
+      })
       .annotate(OpenApi.Summary, "Rotate an API key")
       .annotate(
         OpenApi.Description,
@@ -59,6 +114,18 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, {
+        400: [badKeyId],
+        403: [
+          {
+            summary: "The key carries a scope the credential lacks",
+            message: "this credential cannot revoke a key carrying admin: it lacks that scope",
+            details: { reason: "scope_escalation", scopes: ["admin"] }
+          }
+        ],
+        404: [notFoundExample("api key", "key_0Qm7Zc2Wx9Hs4Pd1")],
+        409: [revoked]
+      })
       .annotate(OpenApi.Summary, "Revoke an API key")
       .annotate(
         OpenApi.Description,
@@ -71,6 +138,11 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addSuccess(KeyUsageReport)
       .addError(NotFoundError)
       .annotate(RequiredScope, "authenticated")
+      .annotate(ErrorExamples, {
+        400: [badKeyId],
+        403: [ownedExample("api key", "key_0Qm7Zc2Wx9Hs4Pd1")],
+        404: [notFoundExample("api key", "key_0Qm7Zc2Wx9Hs4Pd1")]
+      })
       .annotate(OpenApi.Summary, "Show an API key's usage")
       .annotate(
         OpenApi.Description,

@@ -9,11 +9,19 @@ import {
   ProjectListQuery
 } from "@taskwright/domain"
 import { Schema } from "effect"
+import { ErrorExamples, fieldExample, notFoundExample, ownedExample } from "../Documentation.js"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
 import { contractQuery, Success } from "./Common.js"
 
 const ProjectPath = Schema.Struct({ id: ProjectId })
+
+const badProjectId = fieldExample(
+  "An id that is not a project id",
+  "id",
+  "id must look like proj_ followed by 16 letters or digits",
+  { bounds: { minLength: 21, maxLength: 21 } }
+)
 
 export class ProjectsGroup extends HttpApiGroup.make("projects")
   .add(
@@ -21,6 +29,13 @@ export class ProjectsGroup extends HttpApiGroup.make("projects")
       .setUrlParams(contractQuery(ProjectListQuery))
       .addSuccess(ProjectList)
       .annotate(RequiredScope, "projects:read")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("A negative offset", "offset", "offset must be a whole number from 0 to 1000000000", {
+            bounds: { minimum: 0, maximum: 1000000000, integer: true }
+          })
+        ]
+      })
       .annotate(OpenApi.Summary, "List projects")
       .annotate(
         OpenApi.Description,
@@ -33,6 +48,11 @@ export class ProjectsGroup extends HttpApiGroup.make("projects")
       .addSuccess(ProjectDetail)
       .addError(NotFoundError)
       .annotate(RequiredScope, "projects:read")
+      .annotate(ErrorExamples, {
+        400: [badProjectId],
+        403: [ownedExample("project", "proj_4bT9xQ2mLk7Wz1Rv")],
+        404: [notFoundExample("project", "proj_4bT9xQ2mLk7Wz1Rv")]
+      })
       .annotate(OpenApi.Summary, "Get a project")
       .annotate(
         OpenApi.Description,
@@ -45,6 +65,41 @@ export class ProjectsGroup extends HttpApiGroup.make("projects")
       .addSuccess(Project, { status: 201 })
       .addError(ConflictError)
       .annotate(RequiredScope, "projects:write")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("A relative path", "path", "path must be absolute", { message: "path: path must be absolute" })
+        ],
+        403: [
+          {
+            summary: "A file:// clone by a non-admin",
+            message: "cloning a file:// URL reads this host's files: only an admin may",
+            details: { field: "git_url", reason: "file_clone_needs_admin" }
+          }
+        ],
+        409: [
+          {
+            summary: "Another user's project is there",
+            message: "another user's project already uses this path, one inside it, or one around it",
+            details: { field: "path", reason: "path_taken" }
+          },
+          {
+            summary: "Its .git leads into another user's project",
+            message:
+              "path: the repository's common git directory (/srv/projects/bob/app/.git, outside the project's directory) is in another user's project",
+            details: {
+              field: "path",
+              reason: "repository_taken",
+              fields: [
+                {
+                  path: "path",
+                  message:
+                    "the repository's common git directory (/srv/projects/bob/app/.git, outside the project's directory) is in another user's project"
+                }
+              ]
+            }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Create a project")
       .annotate(
         OpenApi.Description,
@@ -59,6 +114,23 @@ export class ProjectsGroup extends HttpApiGroup.make("projects")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "projects:write")
+      .annotate(ErrorExamples, {
+        400: [badProjectId],
+        403: [ownedExample("project", "proj_4bT9xQ2mLk7Wz1Rv")],
+        404: [notFoundExample("project", "proj_4bT9xQ2mLk7Wz1Rv")],
+        409: [
+          {
+            summary: "The project still has tasks",
+            message: "the project still has tasks; delete them first or pass ?cascade=true",
+            details: { reason: "has_tasks" }
+          },
+          {
+            summary: "An agent is running in the project",
+            message: "the project has a running agent run",
+            details: { reason: "run_running" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Delete a project")
       .annotate(
         OpenApi.Description,

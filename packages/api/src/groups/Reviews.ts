@@ -1,7 +1,9 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { PullRequestReviewCreate, PullRequestReviewStarted, ReviewCreate, ReviewResult } from "@taskwright/domain"
+import { ErrorExamples, fieldExample, notFoundExample, ownedExample } from "../Documentation.js"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
+import { capacityExample } from "./Runs.js"
 import { TaskPath } from "./Tasks.js"
 
 /** Reviews: a person's of a task's work, and an agent's of a GitHub pull request. */
@@ -14,6 +16,20 @@ export class ReviewsGroup extends HttpApiGroup.make("reviews")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "tasks:write")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("An unknown action", "action", 'action must be one of "approve", "reject", "request_changes"')
+        ],
+        403: [ownedExample("task", 42)],
+        404: [notFoundExample("task", 42)],
+        409: [
+          {
+            summary: "The task is not in review",
+            message: "task 42 is todo; only a task in_review can be reviewed",
+            details: { reason: "not_in_review", status: "todo" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Review a task")
       .annotate(
         OpenApi.Description,
@@ -27,6 +43,33 @@ export class ReviewsGroup extends HttpApiGroup.make("reviews")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "agents:run")
+      .annotate(ErrorExamples, {
+        400: [fieldExample("No repository named", "repo", "repo is required")],
+        403: [
+          {
+            summary: "GitHub refused the service's token",
+            message:
+              "GitHub refused the service's token (GITHUB_TOKEN is invalid or expired) reading pull request acme/app#7: Bad credentials",
+            details: { reason: "github_unauthorized" }
+          }
+        ],
+        404: [
+          {
+            summary: "GitHub has no such pull request",
+            message: "pull request acme/app#7 not found on GitHub",
+            details: { reason: "github_not_found", resource: "pull_request", id: "acme/app#7" }
+          }
+        ],
+        409: [
+          capacityExample,
+          {
+            summary: "The pull request's fork is gone",
+            message:
+              "the head repository of pull request acme/app#7 is gone from GitHub (its fork was deleted): there is nothing to check out",
+            details: { reason: "head_repository_gone" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Review a GitHub pull request with an agent")
       .annotate(
         OpenApi.Description,

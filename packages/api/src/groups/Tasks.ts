@@ -9,11 +9,15 @@ import {
   TaskUpdate
 } from "@taskwright/domain"
 import { Schema } from "effect"
+import { ErrorExamples, fieldExample, notFoundExample, ownedExample } from "../Documentation.js"
 import { ConflictError, ForbiddenError, NotFoundError, RequestErrors } from "../Errors.js"
 import { Authentication, RequiredScope } from "../Security.js"
 import { contractQuery, Success } from "./Common.js"
 
 export const TaskPath = Schema.Struct({ id: TaskIdFromString })
+
+/** What a task id that is not one is told. */
+export const badTaskId = fieldExample("An id that is not a task id", "id", "id must be a positive integer")
 
 /** Tasks: the unit of work, what agents run on and people review. */
 export class TasksGroup extends HttpApiGroup.make("tasks")
@@ -22,6 +26,13 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .setUrlParams(contractQuery(TaskListQuery))
       .addSuccess(TaskList)
       .annotate(RequiredScope, "tasks:read")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("A limit out of bounds", "limit", "limit must be a whole number from 1 to 200", {
+            bounds: { minimum: 1, maximum: 200, integer: true }
+          })
+        ]
+      })
       .annotate(OpenApi.Summary, "List tasks")
       .annotate(
         OpenApi.Description,
@@ -34,6 +45,11 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addSuccess(Task)
       .addError(NotFoundError)
       .annotate(RequiredScope, "tasks:read")
+      .annotate(ErrorExamples, {
+        400: [badTaskId],
+        403: [ownedExample("task", 42)],
+        404: [notFoundExample("task", 42)]
+      })
       .annotate(OpenApi.Summary, "Get a task")
       .annotate(
         OpenApi.Description,
@@ -46,6 +62,15 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addSuccess(CreatedTask, { status: 201 })
       .addError(NotFoundError)
       .annotate(RequiredScope, "tasks:write")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample("A title too long", "title", "title must be 1 to 500 characters long", {
+            bounds: { minLength: 1, maxLength: 500 }
+          })
+        ],
+        403: [ownedExample("project", "proj_4bT9xQ2mLk7Wz1Rv")],
+        404: [notFoundExample("project", "proj_4bT9xQ2mLk7Wz1Rv")]
+      })
       .annotate(OpenApi.Summary, "Create a task")
       .annotate(
         OpenApi.Description,
@@ -59,6 +84,17 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addSuccess(Task)
       .addError(NotFoundError)
       .annotate(RequiredScope, "tasks:write")
+      .annotate(ErrorExamples, {
+        400: [
+          fieldExample(
+            "An unknown status",
+            "status",
+            'status must be one of "backlog", "todo", "in_progress", "in_review", "done", "cancelled"'
+          )
+        ],
+        403: [ownedExample("task", 42)],
+        404: [notFoundExample("task", 42)]
+      })
       .annotate(OpenApi.Summary, "Update a task")
       .annotate(
         OpenApi.Description,
@@ -72,6 +108,18 @@ export class TasksGroup extends HttpApiGroup.make("tasks")
       .addError(NotFoundError)
       .addError(ConflictError)
       .annotate(RequiredScope, "tasks:write")
+      .annotate(ErrorExamples, {
+        400: [badTaskId],
+        403: [ownedExample("task", 42)],
+        404: [notFoundExample("task", 42)],
+        409: [
+          {
+            summary: "An agent is running on the task",
+            message: "the task has a running agent run; stop it first",
+            details: { reason: "run_running" }
+          }
+        ]
+      })
       .annotate(OpenApi.Summary, "Delete a task")
       .annotate(
         OpenApi.Description,
