@@ -14,7 +14,15 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Users } from "@taskwright/core"
-import { type Script, scriptedAgentPath, startTestServer, type TestServer, type TestStore } from "@taskwright/testing"
+import {
+  type Script,
+  type ServerProcess,
+  scriptedAgentPath,
+  startServerProcess,
+  startTestServer,
+  type TestServer,
+  type TestStore
+} from "@taskwright/testing"
 import type { AxeResults } from "axe-core"
 import { Effect } from "effect"
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core"
@@ -59,18 +67,40 @@ export const launchBrowser = (): Promise<Browser> =>
 export const startServer = (store: TestStore = "sqlite"): Promise<TestServer> =>
   startTestServer({ store, env: SERVER_ENV })
 
+/**
+ * `taskwright serve` in its own process, as a user runs it: for measurements, which a server in
+ * the test runner's process would share an event loop and a core with the runner and the driver.
+ */
+export const startProcessServer = (): Promise<ServerProcess> => startServerProcess({ env: SERVER_ENV })
+
 export interface Person {
   readonly email: string
   readonly password: string
   readonly name: string
 }
 
+const newPerson = (name: string): Person => ({
+  email: `${name.toLowerCase().replace(/[^a-z]+/g, ".")}.${randomBytes(3).toString("hex")}@example.test`,
+  password: `pw-${randomBytes(9).toString("base64url")}`,
+  name
+})
+
 /** A user who signs in with a password (`admin` gives every scope, the Agents screen too). */
 export const createPerson = async (server: TestServer, name: string, admin = true): Promise<Person> => {
-  const email = `${name.toLowerCase().replace(/[^a-z]+/g, ".")}.${randomBytes(3).toString("hex")}@example.test`
-  const password = `pw-${randomBytes(9).toString("base64url")}`
+  const person = newPerson(name)
+  const { email, password } = person
   await server.server.run(Effect.flatMap(Users, (users) => users.create({ email, name, password, admin })))
-  return { email, password, name }
+  return person
+}
+
+/** A user who signs in with a password, made with `taskwright users create` on the process's store. */
+export const createPersonWithCli = async (server: ServerProcess, name: string, admin = true): Promise<Person> => {
+  const person = newPerson(name)
+  const { email, password } = person
+  const flags = admin ? ["--admin"] : []
+  const r = await server.cli(["users", "create", "--email", email, "--name", name, "--password", password, ...flags])
+  expect(r.code, r.stderr).toBe(0)
+  return person
 }
 
 /** A context whose pages record CSP violations and page errors, which every suite refuses. */
