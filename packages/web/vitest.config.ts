@@ -12,7 +12,10 @@ export default mergeConfig(
       // measures rendering, which a second browser on the same two cores would distort.
       pool: "forks",
       poolOptions: { forks: { singleFork: true } },
-      hookTimeout: 120_000
+      hookTimeout: 120_000,
+      // What a page shows next can take seconds on a loaded machine (a default of 1 s failed
+      // there); a wait that means "at once" says so with its own timeout.
+      expect: { poll: { timeout: 10_000 } }
     }
   })
 )
