@@ -359,14 +359,26 @@ export const Notices = () => {
   )
 }
 
-const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" })
-const dateOnly = new Intl.DateTimeFormat(undefined, { dateStyle: "medium" })
+/**
+ * A value made on first use. For `Intl` formatters: the first one a page builds loads the locale's
+ * data (tens of milliseconds on a slow core), which the board's first drawing has no use for.
+ */
+export const lazy = <T,>(make: () => T): (() => T) => {
+  let value: T | undefined
+  return () => {
+    value ??= make()
+    return value
+  }
+}
+
+const dateTime = lazy(() => new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }))
+const dateOnly = lazy(() => new Intl.DateTimeFormat(undefined, { dateStyle: "medium" }))
 
 export const formatDateTime = (iso: string | null, none = "—"): string =>
-  iso === null ? none : dateTime.format(new Date(iso))
+  iso === null ? none : dateTime().format(new Date(iso))
 
 export const formatDate = (iso: string | null, none = "—"): string =>
-  iso === null ? none : dateOnly.format(new Date(iso))
+  iso === null ? none : dateOnly().format(new Date(iso))
 
 export const formatDuration = (ms: number): string => {
   const s = Math.max(0, Math.round(ms / 1000))

@@ -8,6 +8,7 @@ import {
   FormActions,
   fieldError,
   Loading,
+  lazy,
   notify,
   Options,
   refuse,
@@ -19,14 +20,14 @@ import { type Agent, AUTONOMIES, type Autonomy } from "../types.js"
 
 /** The API's bounds on `timeout_s`: a second to a week. */
 const TIMEOUT_MAX_S = 7 * 24 * 3600
-const TIMEOUT_RULE = `a whole number of seconds from 1 to ${TIMEOUT_MAX_S.toLocaleString("en")}`
+const timeoutRule = lazy(() => `a whole number of seconds from 1 to ${TIMEOUT_MAX_S.toLocaleString("en")}`)
 
 /** The timeout as typed, or the message that refuses it (an empty field is not "0"). */
 const parseTimeout = (text: string): number | string => {
   const trimmed = text.trim()
-  if (trimmed === "") return `Enter the timeout: ${TIMEOUT_RULE}.`
+  if (trimmed === "") return `Enter the timeout: ${timeoutRule()}.`
   const n = Number(trimmed)
-  return /^[0-9]+$/.test(trimmed) && n >= 1 && n <= TIMEOUT_MAX_S ? n : `The timeout must be ${TIMEOUT_RULE}.`
+  return /^[0-9]+$/.test(trimmed) && n >= 1 && n <= TIMEOUT_MAX_S ? n : `The timeout must be ${timeoutRule()}.`
 }
 
 const AgentForm = ({ name, agent }: { readonly name: string; readonly agent: Agent }) => {

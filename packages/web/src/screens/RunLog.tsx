@@ -5,7 +5,7 @@
  */
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import { api } from "../api.js"
-import { ErrorState } from "../components.js"
+import { ErrorState, lazy } from "../components.js"
 import { live, useLiveEvents, useLiveMode } from "../live.js"
 import type { LogEntry, Run } from "../types.js"
 
@@ -19,7 +19,7 @@ const isEntry = (u: unknown): u is LogEntry & { readonly run_id?: string } =>
   typeof (u as LogEntry).seq === "number" &&
   typeof (u as LogEntry).message === "string"
 
-const time = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" })
+const time = lazy(() => new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" }))
 
 /** The lines on screen and how many older ones were dropped to keep within {@link KEEP}. */
 interface Shown {
@@ -165,7 +165,7 @@ export const RunLog = ({ run }: { readonly run: Run }) => {
         )}
         {entries.map((e) => (
           <div key={e.seq} class={`log-line log-${e.level}`}>
-            <time dateTime={e.timestamp}>{time.format(new Date(e.timestamp))}</time>
+            <time dateTime={e.timestamp}>{time().format(new Date(e.timestamp))}</time>
             <span class="log-level">{e.level}</span>
             <span class="log-message">{e.message}</span>
           </div>
