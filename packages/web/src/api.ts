@@ -79,22 +79,23 @@ export const api = async <T>(method: string, path: string, body?: unknown): Prom
   throw apiError
 }
 
-const PAGE = 200
+/** The API's largest `limit`. */
+export const PAGE_SIZE = 200
 
 /**
- * Every item of a paged list (`limit` at most 200): the first `ahead` pages at once, then, the
- * total known, the rest at once. A list that is often long (the board's tasks) asks for more than
- * one page ahead, saving a round trip for a page that usually exists.
+ * Every item of a paged list: the first `ahead` pages at once, then, the total known, the rest at
+ * once. A list that is often long (the board's tasks) asks for more than one page ahead, saving a
+ * round trip for a page that usually exists.
  */
 export const allPages = async <K extends string, T>(path: string, key: K, ahead = 1): Promise<Array<T>> => {
   const sep = path.includes("?") ? "&" : "?"
   type Answer = Page & Record<K, Array<T>>
-  const page = (offset: number) => api<Answer>("GET", `${path}${sep}limit=${PAGE}&offset=${offset}`)
+  const page = (offset: number) => api<Answer>("GET", `${path}${sep}limit=${PAGE_SIZE}&offset=${offset}`)
   const first = page(0)
-  const next = Array.from({ length: Math.max(0, ahead - 1) }, (_, i) => page((i + 1) * PAGE))
+  const next = Array.from({ length: Math.max(0, ahead - 1) }, (_, i) => page((i + 1) * PAGE_SIZE))
   // Awaited below only if the first page answers: a failure of theirs is not left unhandled.
   for (const p of next) p.catch(() => {})
   const { total } = await first
-  for (let offset = (next.length + 1) * PAGE; offset < total; offset += PAGE) next.push(page(offset))
+  for (let offset = (next.length + 1) * PAGE_SIZE; offset < total; offset += PAGE_SIZE) next.push(page(offset))
   return (await Promise.all([first, ...next])).flatMap((p) => p[key])
 }

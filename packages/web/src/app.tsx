@@ -1,5 +1,5 @@
 /** The shell: who is signed in, the header and navigation, and the screen for the current path. */
-import { useEffect, useRef, useState } from "preact/hooks"
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import { ApiError, api, onUnauthorized } from "./api.js"
 import { forgetEarlyTasks } from "./boardData.js"
 import { Empty, ErrorState, Loading, Notices, useTitle } from "./components.js"
@@ -28,9 +28,10 @@ let earlyMe: Promise<Me> | undefined
  * Asks who is signed in as the script starts, before the first drawing (the server has the
  * browser preload it with the page): the app's first screen waits on this answer.
  */
-export const prefetchMe = (): void => {
+export const prefetchMe = (): Promise<Me> => {
   earlyMe = api<Me>("GET", "/api/auth/me")
   earlyMe.catch(() => {})
+  return earlyMe
 }
 
 /** The early answer once, then a new request each time (Try again). */
@@ -90,7 +91,8 @@ export const App = () => {
     )
   }
 
-  useEffect(() => {
+  // Before the first paint: an answer already in (the early one) is drawn in the first frame.
+  useLayoutEffect(() => {
     onUnauthorized(() => setSession({ status: "signed-out" }))
     loadMe()
   }, [])

@@ -7,7 +7,7 @@
  * and drag events are handled once on the board rather than on every card.
  */
 import { Component } from "preact"
-import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks"
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks"
 import { api, messageOf } from "../api.js"
 import { takeTasks } from "../boardData.js"
 import { Empty, ErrorState, Loading, labelChip, notify, Options, priorityBadge, useTitle } from "../components.js"
@@ -30,11 +30,12 @@ import { NewTaskDialog } from "./NewTask.js"
 const DRAG_TYPE = "application/x-taskwright-task"
 
 /**
- * Cards drawn in each column by the first frame of a board: more than the tallest screen shows.
- * The rest follow in the browser's idle time, four times as many each time, so a board of a
+ * Cards drawn in each column by the first frame of a board: more than the window shows (a card
+ * and the gap after it take 83 px or more at the default font size; 72 leaves room for a smaller
+ * one). The rest follow in the browser's idle time, four times as many each time, so a board of a
  * thousand tasks is on screen and usable without waiting for the cards below the fold.
  */
-const FIRST_CARDS = 16
+const FIRST_CARDS = Math.max(8, Math.ceil(window.innerHeight / 72))
 
 /** How long a read asked for during another waits after it. */
 const AGAIN_AFTER_MS = 300
@@ -85,6 +86,8 @@ interface CardProps {
   /** The credential may change tasks (`tasks:write`): drag and the Status select are offered. */
   readonly canWrite: boolean
   readonly menuOpen: boolean
+  /** Below the first screenful: laid out and painted only near the viewport (`card-later`). */
+  readonly later: boolean
   readonly onMenu: (id: number | null) => void
   readonly onMove: (id: number, status: TaskStatus) => void
 }
@@ -93,14 +96,22 @@ class Card extends Component<CardProps> {
   override shouldComponentUpdate(next: CardProps): boolean {
     const p = this.props
     return (
-      next.task !== p.task || next.colors !== p.colors || next.menuOpen !== p.menuOpen || next.canWrite !== p.canWrite
+      next.task !== p.task ||
+      next.colors !== p.colors ||
+      next.menuOpen !== p.menuOpen ||
+      next.canWrite !== p.canWrite ||
+      next.later !== p.later
     )
   }
 
   override render() {
-    const { task, colors, canWrite, menuOpen, onMenu, onMove } = this.props
+    const { task, colors, canWrite, menuOpen, later, onMenu, onMove } = this.props
     return (
-      <li class={canWrite ? "card card-movable" : "card"} draggable={canWrite} data-task-id={task.id}>
+      <li
+        class={`card${canWrite ? " card-movable" : ""}${menuOpen ? " card-open" : ""}${later ? " card-later" : ""}`}
+        draggable={canWrite}
+        data-task-id={task.id}
+      >
         <div class="card-top">
           {/* A plain link: the board follows it in place (one listener for all cards). */}
           <a class="card-title" href={`/tasks/${task.id}`}>
@@ -220,13 +231,14 @@ const Column = ({
       <p class="column-empty">{dropTarget ? "Drop here" : "No tasks"}</p>
     ) : (
       <ul class="cards" aria-labelledby={`col-${status}`}>
-        {(tasks.length > limit ? tasks.slice(0, limit) : tasks).map((t) => (
+        {(tasks.length > limit ? tasks.slice(0, limit) : tasks).map((t, i) => (
           <Card
             key={t.id}
             task={t}
             colors={card.colors}
             canWrite={card.canWrite}
             menuOpen={card.menuFor === t.id}
+            later={i >= FIRST_CARDS}
             onMenu={card.onMenu}
             onMove={card.onMove}
           />
@@ -291,10 +303,11 @@ export const Board = ({ me }: { readonly me: Me }) => {
           const old = prev?.get(t.id)
           const pending = pendingMoves.current.get(t.id)
           const fresh = pending !== undefined ? { ...t, status: pending } : t
-          next.set(
-            t.id,
-            old !== undefined && old.updated_at === fresh.updated_at && old.status === fresh.status ? old : fresh
-          )
+          // Kept when unchanged, and when newer: an event applied while this read was on its way.
+          const kept =
+            old !== undefined &&
+            (old.updated_at > fresh.updated_at || (old.updated_at === fresh.updated_at && old.status === fresh.status))
+          next.set(t.id, kept ? old : fresh)
         }
         return next
       })
@@ -308,7 +321,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
     }
   }, [])
 
-  useEffect(() => {
+  useLayoutEffect(() => {
     mounted.current = true
     return () => {
       mounted.current = false
@@ -316,7 +329,9 @@ export const Board = ({ me }: { readonly me: Me }) => {
     }
   }, [])
 
-  useEffect(() => {
+  // Before the first paint, not after it: a read that has already arrived (the board's early one)
+  // is drawn in the first frame, not one frame later.
+  useLayoutEffect(() => {
     setTasks(undefined)
     setLimit(FIRST_CARDS)
     void load()
