@@ -11,6 +11,9 @@ export default mergeConfig(
       // One browser suite at a time: each drives Chromium and a server, and the budgets suite
       // measures rendering, which a second browser on the same two cores would distort.
       pool: "forks",
+      // After every other project, not beside one: a suite of the server's (a flood, a bench of
+      // its own) on the other core would be what the budgets measure.
+      sequence: { groupOrder: 1 },
       poolOptions: { forks: { singleFork: true } },
       hookTimeout: 120_000,
       // What a page shows next can take seconds on a loaded machine (a default of 1 s failed
