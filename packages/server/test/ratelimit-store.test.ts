@@ -14,7 +14,8 @@ import {
   StoreLive
 } from "@taskwright/core/internal"
 import { createPgDatabase } from "@taskwright/testing"
-import { Effect, Layer } from "effect"
+import { Effect, Fiber, Layer } from "effect"
+import pg from "pg"
 
 const W = 60_000
 const LIMIT = 1_000
@@ -134,6 +135,36 @@ describe("SqlRateLimitStore on PostgreSQL", () => {
         assert.strictEqual(now?.count, 51)
         // A new window leases nothing until it is busy.
         assert.strictEqual(store.hitSync?.("k:busy", T0 + W, W), undefined)
+      })
+    )
+
+    it.effect("a burst while the database is slow strands at most one lease of counts", () =>
+      Effect.gen(function* () {
+        const store = yield* RateLimitStore
+        // Busy first, so the bucket leases.
+        for (let i = 0; i < 50; i++) yield* store.hit("k:burst", T0, W, LIMIT)
+        // Another connection holds the bucket's row for a while, as a busy database would: every
+        // trip for it waits, and 300 hits arrive meanwhile, ten a turn of the event loop.
+        const holder = new pg.Client({ connectionString: pgUrl })
+        yield* Effect.promise(async () => {
+          await holder.connect()
+          await holder.query("BEGIN")
+          await holder.query("SELECT count FROM rate_limits WHERE bucket = 'k:burst' FOR UPDATE")
+        })
+        const fibers = []
+        for (let i = 0; i < 300; i++) {
+          fibers.push(yield* Effect.fork(store.hit("k:burst", T0, W, LIMIT)))
+          if (i % 10 === 9) yield* Effect.async<void>((resume) => void setImmediate(() => resume(Effect.void)))
+        }
+        yield* Effect.promise(async () => {
+          await new Promise((resolve) => setTimeout(resolve, 100))
+          await holder.query("COMMIT")
+          await holder.end()
+        })
+        const counts = (yield* Effect.forEach(fibers, Fiber.join)).map((h) => h.count)
+        assert.strictEqual(new Set(counts).size, 300)
+        // 350 hits: what one lease holds beyond them (at most 64 counts) is all a burst may leave unused.
+        assert.isAtMost(Math.max(...counts), 350 + 64)
       })
     )
 

@@ -14,7 +14,10 @@
  * eighth of what was left of the budget), and the next hits take them here, synchronously, with
  * no round trip. A count is still handed out once, so the limit stays exact; what a lease costs is
  * that counts it holds when its process stops getting requests are not used by another process
- * in that window (at most an eighth of the rest of a budget per refill).
+ * in that window (at most an eighth of the rest of a budget per refill). A bucket has one
+ * reserving trip under way at a time: trips started while it is out (a burst arrives over many
+ * turns of the event loop) take counts for their own hits only, so a burst cannot strand many
+ * leases' worth of counts and refuse requests well below the limit.
  */
 import { Effect, Layer } from "effect"
 import { type StoreError, StoreTag, statement } from "../store/Store.js"
@@ -62,8 +65,10 @@ interface Lease {
   readonly ranges: Array<{ next: number; readonly last: number }>
   /** The highest count the database gave this bucket here: what is left of the budget, as far as we know. */
   highest: number
-  /** Counts handed out from leases since the last trip to the database: how big the next lease is. */
+  /** Counts handed out from leases since the last reserving trip: how big the next lease is. */
   used: number
+  /** A trip reserving counts for this lease is under way. */
+  reserving: boolean
 }
 
 /** The store-backed counters over the configured store. */
@@ -75,7 +80,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
   /** How many counts beyond its waiters a bucket reserves: its recent use, within an eighth of what its budget had left. */
   const leaseSize = (bucket: string, b: Bucket): number => {
     const lease = leases.get(bucket)
-    if (lease === undefined || lease.windowStart < b.windowStart) return 0
+    if (lease === undefined || lease.windowStart < b.windowStart || lease.reserving) return 0
     const left = Math.floor((b.limit - lease.highest) / 8)
     return Math.max(0, Math.min(LEASE_MAX, lease.used + b.waiters.length, left))
   }
@@ -84,7 +89,13 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
   const keep = (bucket: string, windowStart: number, next: number, last: number) => {
     const lease = leases.get(bucket)
     if (lease === undefined || lease.windowStart < windowStart) {
-      leases.set(bucket, { windowStart, ranges: next <= last ? [{ next, last }] : [], highest: last, used: 0 })
+      leases.set(bucket, {
+        windowStart,
+        ranges: next <= last ? [{ next, last }] : [],
+        highest: last,
+        used: 0,
+        reserving: false
+      })
       return
     }
     if (windowStart < lease.windowStart) return
@@ -93,7 +104,14 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
       lease.ranges.sort((x, y) => x.next - y.next)
     }
     lease.highest = Math.max(lease.highest, last)
-    lease.used = 0
+  }
+
+  /** Marks the start (a lease's recent use then counts afresh) or the end of a bucket's reserving trip. */
+  const reserving = (bucket: string, on: boolean) => {
+    const lease = leases.get(bucket)
+    if (lease === undefined) return
+    lease.reserving = on
+    if (on) lease.used = 0
   }
 
   const flush = () => {
@@ -105,8 +123,10 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
       return { b, w: bucket.windowStart, n: bucket.waiters.length + extra, extra }
     })
     const extras = new Map(rows.map((r) => [r.b, r.extra]))
+    for (const row of rows) if (row.extra > 0) reserving(row.b, true)
     Effect.runCallback(store.all(q.hits, [JSON.stringify(rows.map(({ b, w, n }) => ({ b, w, n })))]), {
       onExit: (exit) => {
+        for (const row of rows) if (row.extra > 0) reserving(row.b, false)
         if (exit._tag === "Failure") {
           const failed = Effect.failCause(exit.cause)
           for (const bucket of batch.values()) for (const resume of bucket.waiters) resume(failed)
