@@ -153,6 +153,8 @@ const readConfig = () => {
 
 const WORK = join(ROOT, "bench/.work")
 const NAMES = { A: "A taskwright", B: "B floor", C: "C fastify" }
+/** How long a server is left untouched before its idle RSS is read. */
+const IDLE_SETTLE_MS = 12_000
 const STORE_NAMES = { sqlite: "SQLite", pg: "PostgreSQL" }
 /** On PostgreSQL, each server start gets this database, a fresh copy of the seed. */
 const RUN_DB = benchDbName("run")
@@ -323,7 +325,14 @@ const measureServer = async ({
   }
   record.startupMs = started.startupMs
   await sleep(500)
-  record.idleRssMiB = memory(started.pid)?.rssMiB ?? null
+  record.startRssMiB = memory(started.pid)?.rssMiB ?? null
+  // Idle: untouched for IDLE_SETTLE_MS, so V8's memory reducer (it runs some 8 s after allocation
+  // stops, shrinking the young generation start-up grew) has had its turn, for every server alike.
+  // Once per server and store: the first main round.
+  if (phase === "main" && round === 1) {
+    await sleep(IDLE_SETTLE_MS - 500)
+    record.idleRssMiB = memory(started.pid)?.rssMiB ?? null
+  }
   const measurements = []
   try {
     const database = pgStore ? { url: dbUrl(RUN_DB) } : { file: join(dir, "taskwright.db") }
@@ -609,6 +618,7 @@ const runStore = async (store, base) => {
           .map((r) => ({
             round: r.round,
             startupMs: r.startupMs,
+            startRssMiB: r.startRssMiB,
             idleRssMiB: r.idleRssMiB,
             stop: r.stop,
             error: r.error
