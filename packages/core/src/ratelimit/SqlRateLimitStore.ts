@@ -7,17 +7,22 @@
  * The database's row lock serialises concurrent statements (of this process and of others), so
  * every hit gets a count of its own, and a hit is admitted only when its count is within the
  * limit: never more than the limit is admitted, however many processes share the budget. Rows
- * are locked in bucket order, so two processes' batches cannot deadlock.
+ * are locked in bucket order, so two processes' batches cannot deadlock. On PostgreSQL the
+ * statement commits without waiting for its log to reach the disk (`synchronous_commit` off for
+ * it alone): a counter is not data worth a flush on the request path, and what a crash of the
+ * database could lose is the last fraction of a second of counts.
  *
- * A busy bucket also takes a lease: the same statement reserves as many further counts as the
- * bucket used since its last trip to the database (at most {@link LEASE_MAX}, and at most an
+ * A busy bucket also takes a lease: the same statement reserves twice as many further counts as
+ * the bucket used since its last refill (at most {@link LEASE_MAX}, and at most an
  * eighth of what was left of the budget), and the next hits take them here, synchronously, with
  * no round trip. A count is still handed out once, so the limit stays exact; what a lease costs is
  * that counts it holds when its process stops getting requests are not used by another process
  * in that window (at most an eighth of the rest of a budget per refill). A bucket has one
- * reserving trip under way at a time: trips started while it is out (a burst arrives over many
- * turns of the event loop) take counts for their own hits only, so a burst cannot strand many
- * leases' worth of counts and refuse requests well below the limit.
+ * reserving trip under way at a time, so a burst cannot strand many leases' worth of counts and
+ * refuse requests well below the limit; it starts when half of the lease's recent use is
+ * left, before the lease runs dry, and hits that find the lease spent meanwhile wait for it
+ * rather than each writing to the database (a write per turn of the event loop costs PostgreSQL
+ * a commit each).
  */
 import { Effect, Layer } from "effect"
 import { type StoreError, StoreTag, statement } from "../store/Store.js"
@@ -35,7 +40,8 @@ const q = {
        window_start = MAX(rate_limits.window_start, excluded.window_start)
      RETURNING bucket, count, window_start`,
     `INSERT INTO rate_limits (bucket, window_start, count)
-     SELECT b, w, n FROM json_to_recordset($1::json) AS x(b text, w bigint, n bigint) ORDER BY b
+     SELECT b, w, n FROM json_to_recordset($1::json) AS x(b text, w bigint, n bigint),
+       (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed ORDER BY b
      ON CONFLICT (bucket) DO UPDATE SET
        count = CASE WHEN rate_limits.window_start >= EXCLUDED.window_start
                     THEN rate_limits.count + EXCLUDED.count ELSE EXCLUDED.count END,
@@ -48,11 +54,12 @@ const q = {
 type Resume = (effect: Effect.Effect<Hit, StoreError>) => void
 
 /** Counts a lease reserves at most per trip to the database. */
-const LEASE_MAX = 64
+const LEASE_MAX = 256
 
 interface Bucket {
   windowStart: number
   limit: number
+  /** The hits waiting for this trip's counts; none when the trip only refills a lease. */
   readonly waiters: Array<Resume>
 }
 
@@ -69,6 +76,17 @@ interface Lease {
   used: number
   /** A trip reserving counts for this lease is under way. */
   reserving: boolean
+  /** The bucket's limit, as its last hit gave it. */
+  limit: number
+  /** Hits that found the lease spent while it was being refilled: they take the refill's counts. */
+  readonly queue: Array<Resume>
+}
+
+/** Counts a lease still holds. */
+const remaining = (lease: Lease): number => {
+  let n = 0
+  for (const range of lease.ranges) n += range.last - range.next + 1
+  return n
 }
 
 /** The store-backed counters over the configured store. */
@@ -77,16 +95,20 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
   let scheduled = false
   const leases = new Map<string, Lease>()
 
-  /** How many counts beyond its waiters a bucket reserves: its recent use, within an eighth of what its budget had left. */
+  /**
+   * How many counts beyond its waiters a bucket reserves: twice its use since the last refill (so
+   * the next refill, started at half, comes back before the lease runs dry), within an eighth of
+   * what its budget had left.
+   */
   const leaseSize = (bucket: string, b: Bucket): number => {
     const lease = leases.get(bucket)
     if (lease === undefined || lease.windowStart < b.windowStart || lease.reserving) return 0
     const left = Math.floor((b.limit - lease.highest) / 8)
-    return Math.max(0, Math.min(LEASE_MAX, lease.used + b.waiters.length, left))
+    return Math.max(0, Math.min(LEASE_MAX, 2 * (lease.used + b.waiters.length), left))
   }
 
   /** Keeps what a trip to the database reserved beyond its waiters. */
-  const keep = (bucket: string, windowStart: number, next: number, last: number) => {
+  const keep = (bucket: string, windowStart: number, limit: number, next: number, last: number) => {
     const lease = leases.get(bucket)
     if (lease === undefined || lease.windowStart < windowStart) {
       leases.set(bucket, {
@@ -94,10 +116,13 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
         ranges: next <= last ? [{ next, last }] : [],
         highest: last,
         used: 0,
-        reserving: false
+        reserving: false,
+        limit,
+        queue: lease?.queue ?? []
       })
       return
     }
+    lease.limit = limit
     if (windowStart < lease.windowStart) return
     if (next <= last) {
       lease.ranges.push({ next, last })
@@ -106,50 +131,84 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     lease.highest = Math.max(lease.highest, last)
   }
 
-  /** Marks the start (a lease's recent use then counts afresh) or the end of a bucket's reserving trip. */
-  const reserving = (bucket: string, on: boolean) => {
+  /** Adds a trip for `bucket` to the next batch: for a hit (`resume`), or to refill its lease. */
+  const enqueue = (bucket: string, windowStart: number, limit: number, resume: Resume | undefined) => {
+    const b = pending.get(bucket)
+    if (b === undefined) pending.set(bucket, { windowStart, limit, waiters: resume === undefined ? [] : [resume] })
+    else {
+      // A caller whose clock is behind counts in the newer window, as a single hit would.
+      if (windowStart > b.windowStart) b.windowStart = windowStart
+      if (resume !== undefined) b.waiters.push(resume)
+    }
+    if (!scheduled) {
+      scheduled = true
+      setImmediate(flush)
+    }
+  }
+
+  /** Ends a bucket's reserving trip: the hits that waited for it take its counts, or make a trip of their own. */
+  const reserved = (bucket: string) => {
     const lease = leases.get(bucket)
     if (lease === undefined) return
-    lease.reserving = on
-    if (on) lease.used = 0
+    lease.reserving = false
+    const waiting = lease.queue.splice(0)
+    for (const resume of waiting) {
+      const hit = leased(bucket, lease.windowStart)
+      if (hit !== undefined) resume(Effect.succeed(hit))
+      else enqueue(bucket, lease.windowStart, lease.limit, resume)
+    }
   }
 
   const flush = () => {
     scheduled = false
     const batch = pending
     pending = new Map()
-    const rows = [...batch].map(([b, bucket]) => {
-      const extra = leaseSize(b, bucket)
-      return { b, w: bucket.windowStart, n: bucket.waiters.length + extra, extra }
-    })
+    const rows = [...batch]
+      .map(([b, bucket]) => {
+        const extra = leaseSize(b, bucket)
+        return { b, w: bucket.windowStart, n: bucket.waiters.length + extra, extra }
+      })
+      .filter((row) => row.n > 0)
+    if (rows.length === 0) return
     const extras = new Map(rows.map((r) => [r.b, r.extra]))
-    for (const row of rows) if (row.extra > 0) reserving(row.b, true)
+    for (const row of rows) {
+      const lease = row.extra > 0 ? leases.get(row.b) : undefined
+      if (lease !== undefined) {
+        // Its recent use counts afresh from here: it sizes the next refill.
+        lease.reserving = true
+        lease.used = 0
+      }
+    }
     Effect.runCallback(store.all(q.hits, [JSON.stringify(rows.map(({ b, w, n }) => ({ b, w, n })))]), {
       onExit: (exit) => {
-        for (const row of rows) if (row.extra > 0) reserving(row.b, false)
         if (exit._tag === "Failure") {
           const failed = Effect.failCause(exit.cause)
           for (const bucket of batch.values()) for (const resume of bucket.waiters) resume(failed)
-          return
+        } else {
+          for (const row of exit.value) {
+            const bucket = batch.get(row.bucket)
+            if (bucket === undefined) continue
+            batch.delete(row.bucket)
+            const count = Number(row.count)
+            const windowStart = Number(row.window_start)
+            const extra = extras.get(row.bucket) ?? 0
+            const first = count - bucket.waiters.length - extra + 1
+            keep(row.bucket, windowStart, bucket.limit, first + bucket.waiters.length, count)
+            for (const [i, resume] of bucket.waiters.entries())
+              resume(Effect.succeed({ count: first + i, windowStart }))
+          }
+          // A row the database did not return (it never happens) must not leave a request waiting.
+          for (const bucket of batch.values()) for (const resume of bucket.waiters) resume(Effect.die("no count"))
         }
-        for (const row of exit.value) {
-          const bucket = batch.get(row.bucket)
-          if (bucket === undefined) continue
-          batch.delete(row.bucket)
-          const count = Number(row.count)
-          const windowStart = Number(row.window_start)
-          const extra = extras.get(row.bucket) ?? 0
-          const first = count - bucket.waiters.length - extra + 1
-          keep(row.bucket, windowStart, first + bucket.waiters.length, count)
-          for (const [i, resume] of bucket.waiters.entries()) resume(Effect.succeed({ count: first + i, windowStart }))
-        }
-        // A row the database did not return (it never happens) must not leave a request waiting.
-        for (const bucket of batch.values()) for (const resume of bucket.waiters) resume(Effect.die("no count"))
+        for (const row of rows) if (row.extra > 0) reserved(row.b)
       }
     })
   }
 
-  /** The next count of `bucket`'s lease, if it holds one for this window. */
+  /**
+   * The next count of `bucket`'s lease, if it holds one for this window; a refill starts when a
+   * half of the lease's recent use is left.
+   */
   const leased = (bucket: string, windowStart: number): Hit | undefined => {
     const lease = leases.get(bucket)
     // Past its window (a caller whose clock is behind still counts in the lease's newer one), or spent.
@@ -159,6 +218,9 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     const count = range.next++
     if (range.next > range.last) lease.ranges.shift()
     lease.used++
+    if (!lease.reserving && remaining(lease) * 2 <= lease.used && lease.highest < lease.limit) {
+      enqueue(bucket, lease.windowStart, lease.limit, undefined)
+    }
     return { count, windowStart: lease.windowStart }
   }
 
@@ -168,17 +230,10 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
         const hit = leased(bucket, windowStart)
         if (hit !== undefined) return Effect.succeed(hit)
         return Effect.async<Hit, StoreError>((resume) => {
-          const b = pending.get(bucket)
-          if (b === undefined) pending.set(bucket, { windowStart, limit, waiters: [resume] })
-          else {
-            // A caller whose clock is behind counts in the newer window, as a single hit would.
-            if (windowStart > b.windowStart) b.windowStart = windowStart
-            b.waiters.push(resume)
-          }
-          if (!scheduled) {
-            scheduled = true
-            setImmediate(flush)
-          }
+          const lease = leases.get(bucket)
+          // Spent, and being refilled: wait for the refill rather than write a count of one's own.
+          if (lease?.reserving && lease.windowStart >= windowStart) lease.queue.push(resume)
+          else enqueue(bucket, windowStart, limit, resume)
         })
       }),
     hitSync: (bucket, windowStart) => leased(bucket, windowStart),
@@ -186,7 +241,9 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
       Effect.asVoid(store.run(q.prune, [before])).pipe(
         Effect.tap(() =>
           Effect.sync(() => {
-            for (const [bucket, lease] of leases) if (lease.windowStart < before) leases.delete(bucket)
+            // A lease being refilled stays: hits may be waiting for it.
+            for (const [bucket, lease] of leases)
+              if (lease.windowStart < before && !lease.reserving) leases.delete(bucket)
           })
         )
       )
