@@ -136,8 +136,11 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
           const refusal = guarded ? ownershipError(actor, "task", id, yield* repo.read(id)) : undefined
           return yield* Unit.fail(refusal ?? NotFound.of("task", id))
         }
+        // The runs read before the events are appended: on PostgreSQL the append takes the event
+        // log's lock until commit, and every other write waits for it meanwhile.
+        const runs = yield* repo.runsOf(id)
         yield* events.appendWork([...(resolved?.events ?? []), taskUpdated(row)], at)
-        return taskShape(row, yield* repo.runsOf(id))
+        return taskShape(row, runs)
       }
 
     const deleted = { success: true as const }
