@@ -102,6 +102,34 @@ describe("SqlRateLimitStore on SQLite", () => {
   layer(storeLayer(":memory:"))((it) => contract(it, RateLimitStore))
 })
 
+/**
+ * 50 hits one by one (so the bucket leases), then `n` more, ten a turn of the event loop, while
+ * another connection holds the bucket's row for 100 ms, as a busy database would: every trip for
+ * it waits meanwhile. Answers the `n` hits' counts; `warmed` runs between the two.
+ */
+const burstWhileSlow = (store: RateLimitStoreShape, bucket: string, n: number, warmed: () => void = () => {}) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 50; i++) yield* store.hit(bucket, T0, W, LIMIT)
+    warmed()
+    const holder = new pg.Client({ connectionString: pgUrl })
+    yield* Effect.promise(async () => {
+      await holder.connect()
+      await holder.query("BEGIN")
+      await holder.query("SELECT count FROM rate_limits WHERE bucket = $1 FOR UPDATE", [bucket])
+    })
+    const fibers = []
+    for (let i = 0; i < n; i++) {
+      fibers.push(yield* Effect.fork(store.hit(bucket, T0, W, LIMIT)))
+      if (i % 10 === 9) yield* Effect.async<void>((resume) => void setImmediate(() => resume(Effect.void)))
+    }
+    yield* Effect.promise(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      await holder.query("COMMIT")
+      await holder.end()
+    })
+    return (yield* Effect.forEach(fibers, Fiber.join)).map((h) => h.count)
+  })
+
 describe("SqlRateLimitStore on PostgreSQL", () => {
   let db: Awaited<ReturnType<typeof createPgDatabase>> | undefined
   beforeAll(async () => {
@@ -142,27 +170,7 @@ describe("SqlRateLimitStore on PostgreSQL", () => {
     it.effect("a burst while the database is slow strands at most one lease of counts", () =>
       Effect.gen(function* () {
         const store = yield* RateLimitStore
-        // Busy first, so the bucket leases.
-        for (let i = 0; i < 50; i++) yield* store.hit("k:burst", T0, W, LIMIT)
-        // Another connection holds the bucket's row for a while, as a busy database would: every
-        // trip for it waits, and 300 hits arrive meanwhile, ten a turn of the event loop.
-        const holder = new pg.Client({ connectionString: pgUrl })
-        yield* Effect.promise(async () => {
-          await holder.connect()
-          await holder.query("BEGIN")
-          await holder.query("SELECT count FROM rate_limits WHERE bucket = 'k:burst' FOR UPDATE")
-        })
-        const fibers = []
-        for (let i = 0; i < 300; i++) {
-          fibers.push(yield* Effect.fork(store.hit("k:burst", T0, W, LIMIT)))
-          if (i % 10 === 9) yield* Effect.async<void>((resume) => void setImmediate(() => resume(Effect.void)))
-        }
-        yield* Effect.promise(async () => {
-          await new Promise((resolve) => setTimeout(resolve, 100))
-          await holder.query("COMMIT")
-          await holder.end()
-        })
-        const counts = (yield* Effect.forEach(fibers, Fiber.join)).map((h) => h.count)
+        const counts = yield* burstWhileSlow(store, "k:burst", 300)
         assert.strictEqual(new Set(counts).size, 300)
         // 350 hits: what one lease holds beyond them (at most 256 counts) is all a burst may leave unused.
         assert.isAtMost(Math.max(...counts), 350 + 256)
@@ -180,28 +188,10 @@ describe("SqlRateLimitStore on PostgreSQL", () => {
             trips++
             return store.all(stmt, params)
           }
-          const counted = { ...store, all }
-          const limiter = yield* Effect.provideService(SqlRateLimitStore.make, StoreTag, counted)
-          for (let i = 0; i < 50; i++) yield* limiter.hit("k:refill", T0, W, LIMIT)
-          trips = 0
-          // The database slow for a while (the row held by another connection), 500 hits meanwhile.
-          const holder = new pg.Client({ connectionString: pgUrl })
-          yield* Effect.promise(async () => {
-            await holder.connect()
-            await holder.query("BEGIN")
-            await holder.query("SELECT count FROM rate_limits WHERE bucket = 'k:refill' FOR UPDATE")
+          const limiter = yield* Effect.provideService(SqlRateLimitStore.make, StoreTag, { ...store, all })
+          const counts = yield* burstWhileSlow(limiter, "k:refill", 500, () => {
+            trips = 0
           })
-          const fibers = []
-          for (let i = 0; i < 500; i++) {
-            fibers.push(yield* Effect.fork(limiter.hit("k:refill", T0, W, LIMIT)))
-            if (i % 10 === 9) yield* Effect.async<void>((resume) => void setImmediate(() => resume(Effect.void)))
-          }
-          yield* Effect.promise(async () => {
-            await new Promise((resolve) => setTimeout(resolve, 100))
-            await holder.query("COMMIT")
-            await holder.end()
-          })
-          const counts = (yield* Effect.forEach(fibers, Fiber.join)).map((h) => h.count)
           assert.strictEqual(new Set(counts).size, 500)
           // 50 turns of the event loop: the hits that found the lease spent waited for its refill.
           assert.isAtMost(trips, 6)
