@@ -13,7 +13,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { randomBase62, Users } from "@taskwright/core"
 import { StoreTag, statement } from "@taskwright/core/internal"
-import type { TestServer } from "@taskwright/testing"
+import { runCli as runCliBundle, type TestServer } from "@taskwright/testing"
 import { Effect } from "effect"
 import pg from "pg"
 
@@ -220,26 +220,9 @@ export const startServerProcess = async (
   }
 }
 
-/** Runs the CLI once and answers its exit code and output. */
-export const runCli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
-  const main = await cliBundle()
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
-    const child = spawn(process.execPath, [main, ...args], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (c: Buffer) => {
-      stdout += c.toString()
-    })
-    child.stderr.on("data", (c: Buffer) => {
-      stderr += c.toString()
-    })
-    child.once("exit", (code) => done({ code, stdout, stderr }))
-  })
-}
+/** Runs the workspace's CLI once and answers its exit code and output. */
+export const runCli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  runCliBundle(await cliBundle(), args, { env: { PATH: process.env.PATH ?? "", ...env }, cwd: ROOT })
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL databases shared by several servers

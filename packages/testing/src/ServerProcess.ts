@@ -56,6 +56,32 @@ export const cliMain = (): string => {
   return main
 }
 
+/**
+ * Runs the CLI's bundle `main` once with `args` (an argument vector, no shell) and answers its exit
+ * code and everything it printed, once its output has closed.
+ */
+export const runCli = (
+  main: string,
+  args: ReadonlyArray<string>,
+  options: { readonly env: Record<string, string>; readonly cwd?: string }
+): Promise<CliResult> =>
+  new Promise((done) => {
+    const run = spawn(process.execPath, [main, ...args], {
+      env: options.env,
+      cwd: options.cwd,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    run.stdout.on("data", (c: Buffer) => {
+      stdout += c.toString()
+    })
+    run.stderr.on("data", (c: Buffer) => {
+      stderr += c.toString()
+    })
+    run.once("close", (code) => done({ code, stdout, stderr }))
+  })
+
 const exitOf = (child: ChildProcess) =>
   new Promise<{ code: number | null }>((done) => {
     if (child.exitCode !== null || child.signalCode !== null) done({ code: child.exitCode })
@@ -112,20 +138,6 @@ export const startServerProcess = async (options: ServerProcessOptions = {}): Pr
   })
   const adminKey = (await readFile(join(dataDir, "admin-key.txt"), "utf8").catch(() => "")).trim()
 
-  const cli = (args: ReadonlyArray<string>) =>
-    new Promise<CliResult>((done) => {
-      const run = spawn(process.execPath, [main, ...args, ...store], { env, stdio: ["ignore", "pipe", "pipe"] })
-      let stdout = ""
-      let stderr = ""
-      run.stdout.on("data", (c: Buffer) => {
-        stdout += c.toString()
-      })
-      run.stderr.on("data", (c: Buffer) => {
-        stderr += c.toString()
-      })
-      run.once("close", (code) => done({ code, stdout, stderr }))
-    })
-
   return {
     url,
     dataDir,
@@ -134,7 +146,7 @@ export const startServerProcess = async (options: ServerProcessOptions = {}): Pr
     output: () => output,
     request: <T>(method: string, path: string, o: RequestOptions = {}) =>
       sendTestRequest<T>((p, init) => fetch(url + p, init), method, path, o),
-    cli,
+    cli: (args) => runCli(main, [...args, ...store], { env }),
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
       // A server that does not finish its shutdown in time is killed.
