@@ -15,6 +15,7 @@ const expectError = (r: { status: number; body: unknown }, status: number, code:
   expect(r.status).toBe(status)
   expect((r.body as Envelope).error.code).toBe(code)
   expect((r.body as Envelope).error.details).toBeTypeOf("object")
+  return (r.body as Envelope).error
 }
 
 const median = (xs: Array<number>) => {
@@ -193,8 +194,17 @@ describe.each(testStores())("sessions on %s", (store) => {
 
   it("refuses logout and refresh with a Bearer credential (they end or renew a browser session)", async () => {
     const key = await s.createUser()
-    expectError(await s.request("POST", "/api/auth/logout", { key: key.key }), 400, "BAD_REQUEST")
-    expectError(await s.request("POST", "/api/auth/refresh", { key: key.key }), 400, "BAD_REQUEST")
+    for (const what of ["logout", "refresh"]) {
+      const error = expectError(await s.request("POST", `/api/auth/${what}`, { key: key.key }), 400, "BAD_REQUEST")
+      // The refusal names what to change, as every 400 does: the Authorization header.
+      expect(error.details).toEqual({
+        reason: "not_a_session",
+        fields: [{ path: "authorization", message: error.message }]
+      })
+      expect(error.message).toMatch(new RegExp(`^${what} applies to a browser session`))
+    }
+    // The key still works: refusing it ended nothing.
+    expect((await s.request("GET", "/api/auth/me", { key: key.key })).status).toBe(200)
     expectError(await s.request("POST", "/api/auth/logout"), 401, "UNAUTHORIZED")
   })
 

@@ -136,7 +136,10 @@ export class AuthGroup extends HttpApiGroup.make("auth")
           {
             summary: "A Bearer credential, not a session",
             message: "logout applies to a browser session: send the service_session cookie, not a Bearer credential",
-            details: {}
+            details: {
+              reason: "not_a_session",
+              fields: [{ path: "authorization", message: "logout applies to a browser session: send the service_session cookie, not a Bearer credential" }]
+            }
           }
         ],
         403: [
@@ -166,7 +169,10 @@ export class AuthGroup extends HttpApiGroup.make("auth")
           {
             summary: "A Bearer credential, not a session",
             message: "refresh applies to a browser session: send the service_session cookie, not a Bearer credential",
-            details: {}
+            details: {
+              reason: "not_a_session",
+              fields: [{ path: "authorization", message: "refresh applies to a browser session: send the service_session cookie, not a Bearer credential" }]
+            }
           }
         ],
         403: [

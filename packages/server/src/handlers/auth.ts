@@ -26,11 +26,14 @@ const decodeVerify = decoder(VerifyParams, "query")
 
 const userGone = new Unauthorized({ message: "invalid or expired credential", details: {} })
 
-const sessionOnly = (what: string) =>
-  new BadRequest({
-    message: `${what} applies to a browser session: send the service_session cookie, not a Bearer credential`,
-    details: {}
+/** A Bearer credential where a browser session is needed: the refusal names the header, as a field. */
+const sessionOnly = (what: string) => {
+  const message = `${what} applies to a browser session: send the service_session cookie, not a Bearer credential`
+  return new BadRequest({
+    message,
+    details: { reason: "not_a_session", fields: [{ path: "authorization", message }] }
   })
+}
 
 /** The scopes a credential holds, `admin` spelled out as every scope it implies. */
 const effectiveScopes = (scopes: ReadonlySet<Scope>): ReadonlyArray<Scope> =>
