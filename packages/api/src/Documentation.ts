@@ -40,16 +40,20 @@ export class ErrorExamples extends Context.Tag("@taskwright/api/ErrorExamples")<
   Readonly<Partial<Record<EndpointErrorStatus, ReadonlyArray<ErrorExample>>>>
 >() {}
 
-/** A 400 for one field; `message` when the answer's own differs from the field's (it names the field first). */
+/**
+ * A 400 for one field; `message` when the answer's own differs from the field's (it names the field
+ * first), `reason` when the answer carries one.
+ */
 export const fieldExample = (
   summary: string,
   path: string,
   fieldMessage: string,
-  options: { readonly bounds?: Json; readonly message?: string } = {}
+  options: { readonly bounds?: Json; readonly message?: string; readonly reason?: string } = {}
 ): ErrorExample => ({
   summary,
   message: options.message ?? fieldMessage,
   details: {
+    ...(options.reason === undefined ? {} : { reason: options.reason }),
     fields: [{ path, message: fieldMessage, ...(options.bounds === undefined ? {} : { bounds: options.bounds }) }]
   }
 })

@@ -98,6 +98,15 @@ const cookieHeader = (description: string) => ({
 })
 
 /** Sessions, access tokens and the proxy check (spec part 5). */
+/** The 400 of logout and refresh sent with a Bearer credential: the header named as the field. */
+const sessionOnlyExample = (what: string) =>
+  fieldExample(
+    "A Bearer credential, not a session",
+    "authorization",
+    `${what} applies to a browser session: send the service_session cookie, not a Bearer credential`,
+    { reason: "not_a_session" }
+  )
+
 export class AuthGroup extends HttpApiGroup.make("auth")
   .add(
     HttpApiEndpoint.post("login", "/api/auth/login")
@@ -132,16 +141,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(ForbiddenError)
       .annotate(RequiredScope, "authenticated")
       .annotate(ErrorExamples, {
-        400: [
-          {
-            summary: "A Bearer credential, not a session",
-            message: "logout applies to a browser session: send the service_session cookie, not a Bearer credential",
-            details: {
-              reason: "not_a_session",
-              fields: [{ path: "authorization", message: "logout applies to a browser session: send the service_session cookie, not a Bearer credential" }]
-            }
-          }
-        ],
+        400: [sessionOnlyExample("logout")],
         403: [
           {
             summary: "A cookie-authenticated change from another origin",
@@ -165,16 +165,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(ForbiddenError)
       .annotate(RequiredScope, "authenticated")
       .annotate(ErrorExamples, {
-        400: [
-          {
-            summary: "A Bearer credential, not a session",
-            message: "refresh applies to a browser session: send the service_session cookie, not a Bearer credential",
-            details: {
-              reason: "not_a_session",
-              fields: [{ path: "authorization", message: "refresh applies to a browser session: send the service_session cookie, not a Bearer credential" }]
-            }
-          }
-        ],
+        400: [sessionOnlyExample("refresh")],
         403: [
           {
             summary: "A cookie-authenticated change from another origin",
