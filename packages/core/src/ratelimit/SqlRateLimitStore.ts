@@ -70,6 +70,8 @@ interface Bucket {
 interface Lease {
   readonly windowStart: number
   readonly ranges: Array<{ next: number; readonly last: number }>
+  /** Counts the ranges still hold. */
+  remaining: number
   /** The highest count the database gave this bucket here: what is left of the budget, as far as we know. */
   highest: number
   /** Counts handed out from leases since the last reserving trip: how big the next lease is. */
@@ -80,13 +82,6 @@ interface Lease {
   limit: number
   /** Hits that found the lease spent while it was being refilled: they take the refill's counts. */
   readonly queue: Array<Resume>
-}
-
-/** Counts a lease still holds. */
-const remaining = (lease: Lease): number => {
-  let n = 0
-  for (const range of lease.ranges) n += range.last - range.next + 1
-  return n
 }
 
 /** The store-backed counters over the configured store. */
@@ -114,6 +109,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
       leases.set(bucket, {
         windowStart,
         ranges: next <= last ? [{ next, last }] : [],
+        remaining: Math.max(0, last - next + 1),
         highest: last,
         used: 0,
         reserving: false,
@@ -127,6 +123,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     if (next <= last) {
       lease.ranges.push({ next, last })
       lease.ranges.sort((x, y) => x.next - y.next)
+      lease.remaining += last - next + 1
     }
     lease.highest = Math.max(lease.highest, last)
   }
@@ -146,8 +143,14 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     }
   }
 
+  /** A trip reserving counts for `lease` starts: its use counts afresh from here (it sizes the next refill). */
+  const refillStarted = (lease: Lease) => {
+    lease.reserving = true
+    lease.used = 0
+  }
+
   /** Ends a bucket's reserving trip: the hits that waited for it take its counts, or make a trip of their own. */
-  const reserved = (bucket: string) => {
+  const refillEnded = (bucket: string) => {
     const lease = leases.get(bucket)
     if (lease === undefined) return
     lease.reserving = false
@@ -173,11 +176,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     const extras = new Map(rows.map((r) => [r.b, r.extra]))
     for (const row of rows) {
       const lease = row.extra > 0 ? leases.get(row.b) : undefined
-      if (lease !== undefined) {
-        // Its recent use counts afresh from here: it sizes the next refill.
-        lease.reserving = true
-        lease.used = 0
-      }
+      if (lease !== undefined) refillStarted(lease)
     }
     Effect.runCallback(store.all(q.hits, [JSON.stringify(rows.map(({ b, w, n }) => ({ b, w, n })))]), {
       onExit: (exit) => {
@@ -200,7 +199,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
           // A row the database did not return (it never happens) must not leave a request waiting.
           for (const bucket of batch.values()) for (const resume of bucket.waiters) resume(Effect.die("no count"))
         }
-        for (const row of rows) if (row.extra > 0) reserved(row.b)
+        for (const row of rows) if (row.extra > 0) refillEnded(row.b)
       }
     })
   }
@@ -217,8 +216,9 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     if (range === undefined) return undefined
     const count = range.next++
     if (range.next > range.last) lease.ranges.shift()
+    lease.remaining--
     lease.used++
-    if (!lease.reserving && remaining(lease) * 2 <= lease.used && lease.highest < lease.limit) {
+    if (!lease.reserving && lease.remaining * 2 <= lease.used && lease.highest < lease.limit) {
       enqueue(bucket, lease.windowStart, lease.limit, undefined)
     }
     return { count, windowStart: lease.windowStart }
