@@ -128,6 +128,10 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
      */
     const updateWork = (actor: Actor, id: TaskId, patch: TaskUpdate, ownerId: string, guarded: boolean, at: string) =>
       function* (): Unit.Work<Task, NotFound | Forbidden> {
+        // The runs are read first, before any row is locked. On PostgreSQL the UPDATE locks the
+        // owner's task-count rows (its trigger) and the append the event log, both until commit,
+        // and every other write of that owner waits meanwhile: a round trip fewer while they are held.
+        const runs = yield* repo.runsOf(id)
         const resolved = patch.labels === undefined ? undefined : yield* resolveLabels(ownerId, patch.labels, at)
         const row = yield* repo.patch(id, { ...patch, labels: resolved?.labels }, at, guarded ? ownerId : undefined)
         if (row === undefined) {
@@ -136,9 +140,6 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
           const refusal = guarded ? ownershipError(actor, "task", id, yield* repo.read(id)) : undefined
           return yield* Unit.fail(refusal ?? NotFound.of("task", id))
         }
-        // The runs read before the events are appended: on PostgreSQL the append takes the event
-        // log's lock until commit, and every other write waits for it meanwhile.
-        const runs = yield* repo.runsOf(id)
         yield* events.appendWork([...(resolved?.events ?? []), taskUpdated(row)], at)
         return taskShape(row, runs)
       }
