@@ -56,7 +56,10 @@ class EffectExchange implements HttpExchange {
     this.added.push([name.toLowerCase(), value])
   }
   readBody(limit: number, done: (body: Uint8Array | "too_large" | "aborted") => void): void {
-    if (Number(this.header("content-length") ?? "0") > limit) return done("too_large")
+    if (Number(this.header("content-length") ?? "0") > limit) {
+      this.closeAfterResponse()
+      return done("too_large")
+    }
     const read = Stream.runFoldWhile(
       this.request.stream,
       { size: 0, chunks: [] as Array<Uint8Array> },
@@ -71,7 +74,9 @@ class EffectExchange implements HttpExchange {
       onExit: (exit) => {
         if (exit._tag === "Failure") return done("aborted")
         const { size, chunks } = exit.value
-        done(size > limit ? "too_large" : Buffer.concat(chunks, size))
+        if (size <= limit) return done(Buffer.concat(chunks, size))
+        this.closeAfterResponse()
+        done("too_large")
       }
     })
   }

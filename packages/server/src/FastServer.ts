@@ -14,6 +14,14 @@ import { type DispatcherOptions, type DispatchServices, type HttpExchange, makeD
 
 export { MAX_BODY_BYTES } from "./http/Body.js"
 
+/**
+ * A body over the limit is answered (413) at once, and what the client is still sending is read
+ * and thrown away, up to this many bytes, before the connection is used again. Closing it with the
+ * body unread instead makes the kernel reset it, and a client still writing then never reads the
+ * answer. A body declared larger is not waited for: the answer closes the connection.
+ */
+const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
+
 /** One request over `node:http`, as the dispatcher sees it. */
 class NodeExchange implements HttpExchange {
   private address: string | undefined
@@ -61,8 +69,10 @@ class NodeExchange implements HttpExchange {
   }
   readBody(limit: number, done: (body: Uint8Array | "too_large" | "aborted") => void): void {
     const req = this.req
-    if (Number(req.headers["content-length"] ?? "0") > limit) {
-      // Refused before a byte is read; what is left of the body is discarded.
+    const declared = Number(req.headers["content-length"] ?? "0")
+    if (declared > limit) {
+      // Refused before a byte is read; what is left of the body is read and discarded (DRAIN_LIMIT_BYTES).
+      if (declared > DRAIN_LIMIT_BYTES) this.closeAfterResponse()
       req.resume()
       return done("too_large")
     }
@@ -70,8 +80,12 @@ class NodeExchange implements HttpExchange {
     let size = 0
     let over = false
     req.on("data", (chunk: Buffer) => {
-      if (over) return
       size += chunk.length
+      if (over) {
+        // Answered already: the rest is discarded, up to a point.
+        if (size > DRAIN_LIMIT_BYTES) req.socket.destroy()
+        return
+      }
       if (size > limit) {
         over = true
         done("too_large")

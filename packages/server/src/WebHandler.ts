@@ -56,7 +56,10 @@ class WebExchange implements HttpExchange {
   readBody(limit: number, done: (body: Uint8Array | "too_large" | "aborted") => void): void {
     const body = this.request.body
     if (body === null) return done(new Uint8Array(0))
-    if (Number(this.request.headers.get("content-length") ?? "0") > limit) return done("too_large")
+    if (Number(this.request.headers.get("content-length") ?? "0") > limit) {
+      this.closeAfterResponse()
+      return done("too_large")
+    }
     const reader = body.getReader()
     const chunks: Array<Uint8Array> = []
     let size = 0
@@ -67,6 +70,7 @@ class WebExchange implements HttpExchange {
           size += value.byteLength
           if (size > limit) {
             void reader.cancel().catch(() => {})
+            this.closeAfterResponse()
             return done("too_large")
           }
           chunks.push(value)

@@ -37,11 +37,14 @@ export interface HttpExchange extends RequestContext {
   readonly query: string
   /** A body was announced (`Content-Length` or `Transfer-Encoding`). */
   readonly announcesBody: boolean
-  /** Reads the whole body, refusing past `limit` bytes. Calls `done` once. */
+  /**
+   * Reads the whole body, refusing past `limit` bytes. Calls `done` once. What is left of a
+   * refused body is the exchange's to deal with: discarded, or the connection closed after the answer.
+   */
   readBody(limit: number, done: (body: Uint8Array | "too_large" | "aborted") => void): void
   /** Sends the answer once: `headers` as a flat name, value, name, value array, added to those of {@link setHeader}. */
   respond(status: number, headers: Array<string>, body: string | Uint8Array): void
-  /** The connection is not to be reused after this answer (a refused oversized body is still arriving). */
+  /** The connection is not to be reused after this answer (a body is still arriving that will not be read). */
   closeAfterResponse(): void
 }
 
@@ -295,7 +298,6 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
   }
 
   const tooLarge = (exchange: HttpExchange) => {
-    exchange.closeAfterResponse()
     sendError(
       { exchange, route: tooLargeRoute, rate: undefined, actor: undefined },
       {
