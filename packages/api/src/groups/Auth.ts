@@ -97,16 +97,17 @@ const cookieHeader = (description: string) => ({
   }
 })
 
-/** Sessions, access tokens and the proxy check (spec part 5). */
-/** The 400 of logout and refresh sent with a Bearer credential: the header named as the field. */
-const sessionOnlyExample = (what: string) =>
-  fieldExample(
-    "A Bearer credential, not a session",
-    "authorization",
-    `${what} applies to a browser session: send the service_session cookie, not a Bearer credential`,
-    { reason: "not_a_session" }
-  )
+/** Why logout or refresh refuses a Bearer credential: the server's answer and the documented example. */
+export const sessionOnlyMessage = (what: "logout" | "refresh") =>
+  `${what} applies to a browser session: send the service_session cookie, not a Bearer credential`
 
+/** The 400 of logout and refresh sent with a Bearer credential: the header named as the field. */
+const sessionOnlyExample = (what: "logout" | "refresh") =>
+  fieldExample("A Bearer credential, not a session", "authorization", sessionOnlyMessage(what), {
+    reason: "not_a_session"
+  })
+
+/** Sessions, access tokens and the proxy check (spec part 5). */
 export class AuthGroup extends HttpApiGroup.make("auth")
   .add(
     HttpApiEndpoint.post("login", "/api/auth/login")

@@ -1,4 +1,4 @@
-import { VerifyParams } from "@taskwright/api"
+import { sessionOnlyMessage, VerifyParams } from "@taskwright/api"
 import {
   Auth,
   allScopes,
@@ -27,8 +27,8 @@ const decodeVerify = decoder(VerifyParams, "query")
 const userGone = new Unauthorized({ message: "invalid or expired credential", details: {} })
 
 /** A Bearer credential where a browser session is needed: the refusal names the header, as a field. */
-const sessionOnly = (what: string) => {
-  const message = `${what} applies to a browser session: send the service_session cookie, not a Bearer credential`
+const sessionOnly = (what: "logout" | "refresh") => {
+  const message = sessionOnlyMessage(what)
   return new BadRequest({
     message,
     details: { reason: "not_a_session", fields: [{ path: "authorization", message }] }
