@@ -139,6 +139,8 @@ const readConfig = () => {
     keySource: env.BENCH_KEY_SOURCE || "auto",
     schemaSql: env.BENCH_SCHEMA_SQL || undefined,
     aEnv: parseAEnv(env.BENCH_A_ENV),
+    // Flags for Taskwright's node, such as `--cpu-prof --cpu-prof-dir=/tmp/prof` (NODE_OPTIONS refuses those).
+    aNodeArgs: (env.BENCH_A_NODE_ARGS ?? "").split(" ").filter(Boolean),
     out: env.BENCH_OUT || join(ROOT, "bench/results/latest.json")
   }
   if (config.rounds < 2) console.error("note: BENCH_ROUNDS < 2; BENCH.md asks for at least two rounds")
@@ -195,7 +197,18 @@ const serverDefs = (config, store, { events, taskwrightEvents }) => {
       skipReason: existsSync(CLI)
         ? null
         : `${relative(ROOT, BUILT_CLI)} does not exist yet (build Taskwright with \`npm run build\`)`,
-      argv: (port, dir) => [node, CLI, "serve", "--port", String(port), "--host", "127.0.0.1", "--data-dir", dir],
+      argv: (port, dir) => [
+        node,
+        ...config.aNodeArgs,
+        CLI,
+        "serve",
+        "--port",
+        String(port),
+        "--host",
+        "127.0.0.1",
+        "--data-dir",
+        dir
+      ],
       env: aEnv,
       events: taskwrightEvents
     },

@@ -260,6 +260,61 @@ describe.each(testStores())("the event socket on %s", (store) => {
     for (const c of [a, b, admin]) c.ws.close()
   })
 
+  // On PostgreSQL a create without labels, a PATCH without labels and a DELETE are one statement
+  // each, which builds the event's data itself; on SQLite a unit of work builds it in TypeScript.
+  it("a task's events carry exactly what the REST API answered, for the owner's writes and an admin's", async () => {
+    const a = await connect(wsUrl(s.url), auth(alice.key))
+    const created = await s.request<Record<string, unknown> & { id: number }>("POST", "/api/tasks", {
+      key: alice.key,
+      body: { title: 'Quotes " and \\ and \u00e9 \u2603', description: "line\nbreak\ttab", priority: "high" }
+    })
+    expect(created.status).toBe(201)
+    const path = `/api/tasks/${created.body.id}`
+    const patched = await s.request<Record<string, unknown>>("PATCH", path, {
+      key: alice.key,
+      body: { status: "todo", title: "Renamed" }
+    })
+    const byAdmin = await s.request<Record<string, unknown>>("PATCH", path, {
+      key: s.adminKey,
+      body: { priority: "low" }
+    })
+    const withLabels = await s.request<Record<string, unknown>>("PATCH", path, {
+      key: alice.key,
+      body: { labels: [`exact-${store}`] }
+    })
+    // The label exists now: a PATCH and a create name it in another case and get its stored spelling.
+    const sameLabel = await s.request<Record<string, unknown>>("PATCH", path, {
+      key: alice.key,
+      body: { labels: [`EXACT-${store}`, `exact-${store}`], status: "done" }
+    })
+    const second = await s.request<Record<string, unknown> & { id: number }>("POST", "/api/tasks", {
+      key: alice.key,
+      body: { title: "Second", labels: [`Exact-${store}`] }
+    })
+    expect([patched.status, byAdmin.status, withLabels.status, sameLabel.status, second.status]).toEqual([
+      200, 200, 200, 200, 201
+    ])
+    expect([sameLabel.body.labels, second.body.labels]).toEqual([[`exact-${store}`], [`exact-${store}`]])
+    expect((await s.request("DELETE", path, { key: alice.key })).status).toBe(200)
+    expect((await s.request("DELETE", `/api/tasks/${second.body.id}`, { key: s.adminKey })).status).toBe(200)
+    await until(() => a.events.length >= 9)
+    const withoutRuns = ({ agent_runs: _, ...task }: Record<string, unknown>) => task
+    expect(a.events.map((e) => [e.type, e.data])).toEqual([
+      ["task.created", created.body],
+      ["task.updated", withoutRuns(patched.body)],
+      ["task.updated", withoutRuns(byAdmin.body)],
+      ["label.created", expect.objectContaining({ name: `exact-${store}` })],
+      ["task.updated", withoutRuns(withLabels.body)],
+      ["task.updated", withoutRuns(sameLabel.body)],
+      ["task.created", second.body],
+      ["task.deleted", { id: created.body.id, project_id: null }],
+      ["task.deleted", { id: second.body.id, project_id: null }]
+    ])
+    expect(a.events[0]?.timestamp).toBe(created.body.created_at)
+    expect(a.events[1]?.timestamp).toBe(patched.body.updated_at)
+    a.ws.close()
+  })
+
   it("subscriptions choose families, and run:<id> brings a run's log lines with its events", async () => {
     const c = await connect(wsUrl(s.url), auth(alice.key))
     await subscribe(c.ws, ["labels"])

@@ -360,6 +360,13 @@ export class Events extends Effect.Service<Events>()("@taskwright/core/Events", 
       append: (drafts: ReadonlyArray<EventDraft>, at: string) => store.unit(() => appendWork(drafts, at)),
       /** {@link append} as a step of a unit of work (`store/Unit.ts`). */
       appendWork,
+      /**
+       * Tells subscribers of events a statement appended itself (`TasksRepo`'s one-statement
+       * writes): at once, or when the transaction it ran in commits.
+       */
+      appended: store.afterCommit(wake),
+      /** {@link appended} for a statement that committed on its own. */
+      appendedNow: wake,
       /** Appends `run.log` events for a batch of a run's log entries (their JSON, as the log stores them). */
       appendLogs: (ownerId: string, runId: string, entries: string) =>
         Effect.zipRight(repo.appendLogs(ownerId, runId, entries), store.afterCommit(wake)),

@@ -22,11 +22,22 @@ export interface EventRow {
 
 const columns = "id, type, owner_id, run_id, data, created_at"
 
+/** PostgreSQL: the CTE that takes the event log's order lock, held until commit (see above). */
+const ORDER_LOCK = "ordered AS (SELECT pg_advisory_xact_lock(727002))"
+
+/**
+ * PostgreSQL: the CTEs that append one event for each row of the CTE `rows`, for a statement that
+ * writes a row and its event at once; `type`, `data` and `at` are SQL expressions (`data` over the
+ * row's columns as `rows.<column>`, with its `owner_id`). Follow it with the statement's SELECT.
+ */
+export const pgAppendEventsOf = (rows: string, type: string, data: string, at: string): string =>
+  `${ORDER_LOCK}, appended AS (INSERT INTO events (type, owner_id, run_id, data, created_at) SELECT ${type}, ${rows}.owner_id, NULL, ${data}, ${at} FROM ${rows}, ordered)`
+
 const q = {
   append: statement(
     "events.append",
     "INSERT INTO events (type, owner_id, run_id, data, created_at) SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)",
-    `WITH ordered AS (SELECT pg_advisory_xact_lock(727002))
+    `WITH ${ORDER_LOCK}
      INSERT INTO events (type, owner_id, run_id, data, created_at)
      SELECT e ->> 0, e ->> 1, e ->> 2, e ->> 3, e ->> 4 FROM ordered, json_array_elements($1::json) AS e`
   ),
@@ -34,7 +45,7 @@ const q = {
   appendOne: statement(
     "events.appendOne",
     "INSERT INTO events (type, owner_id, run_id, data, created_at) VALUES (?, ?, ?, ?, ?)",
-    `WITH ordered AS (SELECT pg_advisory_xact_lock(727002))
+    `WITH ${ORDER_LOCK}
      INSERT INTO events (type, owner_id, run_id, data, created_at) SELECT $1, $2, $3, $4, $5 FROM ordered`
   ),
   // A batch of a run's log lines as `run.log` events, from the same JSON as the lines' own insert:
@@ -44,7 +55,7 @@ const q = {
     `INSERT INTO events (type, owner_id, run_id, data, created_at)
        SELECT 'run.log', ?, ?, json_object('run_id', ?, 'seq', value ->> 0, 'timestamp', value ->> 1, 'level', value ->> 2, 'message', value ->> 3), value ->> 1
        FROM json_each(?)`,
-    `WITH ordered AS (SELECT pg_advisory_xact_lock(727002))
+    `WITH ${ORDER_LOCK}
      INSERT INTO events (type, owner_id, run_id, data, created_at)
      SELECT 'run.log', $1, $2, json_build_object('run_id', $2::text, 'seq', (e ->> 0)::bigint, 'timestamp', e ->> 1, 'level', e ->> 2, 'message', e ->> 3)::text, e ->> 1
      FROM ordered, json_array_elements($3::json) AS e`

@@ -1,6 +1,6 @@
 import { defaultColor, type Label, type LabelId, newLabelId, randomBase62 } from "@taskwright/domain"
 import { Effect } from "effect"
-import { StoreTag, statement } from "../store/Store.js"
+import { effectAndNow, StoreTag, statement } from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 
 interface LabelRow {
@@ -47,6 +47,29 @@ const q = {
   countAll: statement<{ total: number }>("labels.countAll", "SELECT COUNT(*) AS total FROM labels")
 }
 
+/**
+ * The names a request gives, case-insensitively without repeats (the first spelling wins), becoming
+ * the stored spellings as `stored` learns them; `missing` are those not yet found.
+ */
+const spellings = (names: ReadonlyArray<string>) => {
+  const wanted = new Map<string, string>()
+  for (const name of names) {
+    const lower = name.toLowerCase()
+    if (!wanted.has(lower)) wanted.set(lower, name)
+  }
+  const missing = new Map(wanted)
+  return {
+    wanted,
+    missing,
+    stored: (rows: ReadonlyArray<{ name: string; name_lower: string }>) => {
+      for (const row of rows) {
+        wanted.set(row.name_lower, row.name)
+        missing.delete(row.name_lower)
+      }
+    }
+  }
+}
+
 const toLabel = (row: LabelRow): Label => ({ id: row.id, name: row.name, color: row.color, created_at: row.created_at })
 
 /** Label rows; names are unique per owner, case-insensitively. */
@@ -76,18 +99,7 @@ export class LabelsRepo extends Effect.Service<LabelsRepo>()("@taskwright/core/L
         names: ReadonlyArray<string>,
         createdAt: string
       ): Unit.Work<{ readonly names: Array<string>; readonly created: Array<Label> }> {
-        const wanted = new Map<string, string>()
-        for (const name of names) {
-          const lower = name.toLowerCase()
-          if (!wanted.has(lower)) wanted.set(lower, name)
-        }
-        const missing = new Map(wanted)
-        const storedSpelling = (rows: ReadonlyArray<{ name: string; name_lower: string }>) => {
-          for (const row of rows) {
-            wanted.set(row.name_lower, row.name)
-            missing.delete(row.name_lower)
-          }
-        }
+        const { wanted, missing, stored: storedSpelling } = spellings(names)
         storedSpelling(yield* Unit.all(q.canonical, [ownerId, JSON.stringify([...wanted.keys()])]))
         if (missing.size === 0) return { names: [...wanted.values()], created: [] }
         const ids = randomBase62(16 * missing.size)
@@ -103,6 +115,17 @@ export class LabelsRepo extends Effect.Service<LabelsRepo>()("@taskwright/core/L
           storedSpelling(yield* Unit.all(q.canonical, [ownerId, JSON.stringify([...missing.keys()])]))
         }
         return { names: [...wanted.values()], created }
+      },
+      /**
+       * {@link ensureAll}'s names, as the JSON a task stores, when the owner has a label of each
+       * already; else `undefined` (then `ensureAll` creates the missing ones). One read, on its own.
+       */
+      storedNames: (ownerId: string, names: ReadonlyArray<string>) => {
+        const { wanted, missing, stored } = spellings(names)
+        return effectAndNow(store, q.canonical, [ownerId, JSON.stringify([...wanted.keys()])], (rows) => {
+          stored(rows)
+          return missing.size === 0 ? JSON.stringify([...wanted.values()]) : undefined
+        })
       },
       list: (ownerId: string | null, limit: number, offset: number) =>
         Effect.all(

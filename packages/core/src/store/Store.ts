@@ -53,6 +53,14 @@ export const mapDirect = <A, E, B, E2>(answer: Direct<A, E>, f: (a: A) => Exit.E
 const mapExit = <A, E, B, E2>(exit: Exit.Exit<A, E>, f: (a: A) => Exit.Exit<B, E2>): Exit.Exit<B, E | E2> =>
   exit._tag === "Success" ? f(exit.value) : Exit.failCause(exit.cause)
 
+/** `f` of a direct answer's value, itself answered directly. */
+export const flatMapDirect = <A, E, B, E2>(answer: Direct<A, E>, f: (a: A) => Direct<B, E2>): Direct<B, E | E2> =>
+  answer instanceof Promise
+    ? answer.then((exit) => (exit._tag === "Success" ? f(exit.value) : Exit.failCause(exit.cause)))
+    : answer._tag === "Success"
+      ? f(answer.value)
+      : Exit.failCause(answer.cause)
+
 /** Two direct answers as one (side by side on PostgreSQL's pool). */
 export const bothDirect = <A, B, E>(a: Direct<A, E>, b: Direct<B, E>): Direct<readonly [A, B], E> =>
   a instanceof Promise || b instanceof Promise ? Promise.all([a, b]).then(([x, y]) => zipExits(x, y)) : zipExits(a, b)
@@ -63,6 +71,32 @@ const zipExits = <A, B, E>(a: Exit.Exit<A, E>, b: Exit.Exit<B, E>): Exit.Exit<re
     : b._tag === "Failure"
       ? Exit.failCause(b.cause)
       : Exit.succeed([a.value, b.value] as const)
+
+/**
+ * The rows of a statement run on its own, mapped by `f`: as an Effect (inside the caller's
+ * transaction when there is one) and without a fiber (`now`; `LATER`: ask the Effect).
+ */
+export const effectAndNow = <Row, A>(
+  store: Store,
+  stmt: Statement<Row>,
+  params: ReadonlyArray<SqlParam>,
+  f: (rows: ReadonlyArray<Row>) => A
+) => ({
+  effect: Effect.map(store.all(stmt, params), f),
+  now: (): Direct<A, StoreError> | typeof LATER => {
+    const rows = store.allNow(stmt, params)
+    return rows === LATER ? LATER : mapDirect(rows, (r) => Exit.succeed(f(r)))
+  }
+})
+
+/** The direct answer of a pair such as {@link effectAndNow}'s, from its Effect when the store says `LATER`. */
+export const directOrEffect = <A, E>(pair: {
+  readonly effect: Effect.Effect<A, E>
+  readonly now: () => Direct<A, E> | typeof LATER
+}): Direct<A, E> => {
+  const answer = pair.now()
+  return answer === LATER ? Effect.runPromiseExit(pair.effect) : answer
+}
 
 /** A store failure. `unique`/`foreign_key` let services turn constraint violations into 409s. */
 export class StoreError extends Data.TaggedError("StoreError")<{

@@ -28,7 +28,7 @@ import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
 import { LabelsRepo } from "../labels/LabelsRepo.js"
 import { Projects } from "../projects/Projects.js"
-import { type Direct, LATER, mapDirect, type StoreError } from "../store/Store.js"
+import { type Direct, directOrEffect, flatMapDirect, LATER, mapDirect, type StoreError } from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 import { taskDeleted, taskUpdated } from "./TaskEvents.js"
 import { type TaskRow, TasksRepo, toCreatedTask } from "./TasksRepo.js"
@@ -99,24 +99,27 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
     })
 
     // The writes, each one unit of work; the Effect methods and their `...Now` forms (answered at
-    // once on the embedded store, without a fiber) run the same units.
+    // once on the embedded store, without a fiber) run the same units. On PostgreSQL the common
+    // writes (no labels to resolve) run as one statement instead, the unit only when it changed nothing.
+
+    const newRow = (actor: Actor, input: TaskCreate, labels: string, at: string): Omit<TaskRow, "id"> => ({
+      owner_id: actor.userId,
+      project_id: input.project_id ?? null,
+      title: input.title,
+      description: input.description ?? "",
+      status: "backlog",
+      priority: input.priority ?? "medium",
+      labels,
+      created_at: at,
+      updated_at: at
+    })
 
     const createWork = (actor: Actor, input: TaskCreate, at: string) =>
       function* (): Unit.Work<CreatedTask> {
         const names = input.labels ?? []
         const { labels, events: labelEvents } =
           names.length === 0 ? noLabels : yield* resolveLabels(actor.userId, names, at)
-        const row: Omit<TaskRow, "id"> = {
-          owner_id: actor.userId,
-          project_id: input.project_id ?? null,
-          title: input.title,
-          description: input.description ?? "",
-          status: "backlog",
-          priority: input.priority ?? "medium",
-          labels,
-          created_at: at,
-          updated_at: at
-        }
+        const row = newRow(actor, input, labels, at)
         const task = toCreatedTask({ ...row, id: yield* repo.insert(row) })
         yield* events.appendWork([...labelEvents, { type: "task.created", ownerId: actor.userId, data: task }], at)
         return task
@@ -145,6 +148,36 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
       }
 
     const deleted = { success: true as const }
+
+    // PostgreSQL (`TasksRepo.writesInOneStatement`): the common writes as one statement each, after
+    // one read of the labels a request names. When a label must be created first, the unit does the
+    // write; when a statement changes nothing, the unit runs and finds out why (the 404, 403 or 409).
+    const oneStatement = repo.writesInOneStatement
+
+    /**
+     * The labels as a one-statement write stores them (JSON): none, or the stored spelling of each
+     * name when the owner has every one already; `undefined` when one must be created.
+     */
+    const storedLabels = (ownerId: string, names: ReadonlyArray<string>) =>
+      names.length === 0
+        ? { effect: Effect.succeed<string | undefined>("[]"), now: () => Exit.succeed<string | undefined>("[]") }
+        : labelsRepo.storedNames(ownerId, names)
+
+    /** A unit's answer without a fiber (from its Effect should the store say `LATER`). */
+    const unitDirect = <A, E>(work: () => Unit.Work<A, E>) =>
+      directOrEffect({ effect: repo.unit(work), now: () => repo.unitNow(work) })
+
+    /** A one-statement write's answer: `done` of what it wrote, subscribers told; the unit's when it wrote nothing. */
+    const thenDone = <R, A, E>(
+      written: Direct<R | undefined, StoreError>,
+      done: (r: R) => A,
+      work: () => Unit.Work<A, E>
+    ): Direct<A, E | StoreError> =>
+      flatMapDirect(written, (r): Direct<A, E | StoreError> => {
+        if (r === undefined) return unitDirect(work)
+        events.appendedNow()
+        return Exit.succeed(done(r))
+      })
 
     /**
      * One guarded DELETE (owner and no running run) for the common case; only when it deletes nothing
@@ -202,7 +235,17 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
       create: fn("Tasks.create")(function* (actor: Actor, body: unknown) {
         const input = yield* decodeCreate(body)
         yield* checkProject(actor, input.project_id)
-        return yield* repo.unit(createWork(actor, input, now()))
+        const at = now()
+        if (oneStatement !== undefined) {
+          const labels = yield* storedLabels(actor.userId, input.labels ?? []).effect
+          if (labels !== undefined) {
+            const row = newRow(actor, input, labels, at)
+            const id = yield* oneStatement.create(row).effect
+            yield* events.appended
+            return toCreatedTask({ ...row, id })
+          }
+        }
+        return yield* repo.unit(createWork(actor, input, at))
       }),
       /** {@link create} done without a fiber when the store can, else `undefined` (nothing done). */
       createNow: (actor: Actor, body: unknown): Direct<CreatedTask, BadRequest | StoreError> | undefined => {
@@ -210,7 +253,16 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         if (Exit.isFailure(input)) return Exit.failCause(input.cause)
         // A project is checked first, through its service: the Effect path's work.
         if (input.value.project_id !== undefined && input.value.project_id !== null) return undefined
-        return orLater(repo.unitNow(createWork(actor, input.value, now())))
+        const at = now()
+        const work = createWork(actor, input.value, at)
+        if (oneStatement !== undefined) {
+          return flatMapDirect(directOrEffect(storedLabels(actor.userId, input.value.labels ?? [])), (labels) => {
+            if (labels === undefined) return unitDirect(work)
+            const row = newRow(actor, input.value, labels, at)
+            return thenDone(directOrEffect(oneStatement.create(row)), (id) => toCreatedTask({ ...row, id }), work)
+          })
+        }
+        return orLater(repo.unitNow(work))
       },
       /** `PATCH /api/tasks/:id`; `body` as a client sends it ({@link TaskUpdate}). */
       update: fn("Tasks.update")(function* (actor: Actor, id: TaskId, body: unknown) {
@@ -219,7 +271,19 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         const guarded = !seesAll(actor) && patch.project_id === undefined
         const ownerId = guarded ? actor.userId : (yield* load(actor, id)).owner_id
         yield* checkProject(actor, patch.project_id)
-        return yield* repo.unit(updateWork(actor, id, patch, ownerId, guarded, now()))
+        const at = now()
+        if (oneStatement !== undefined) {
+          const labels = patch.labels === undefined ? undefined : yield* storedLabels(ownerId, patch.labels).effect
+          if (patch.labels === undefined || labels !== undefined) {
+            const change = { ...patch, labels }
+            const found = yield* oneStatement.patch(id, change, at, guarded ? ownerId : undefined).effect
+            if (found !== undefined) {
+              yield* events.appended
+              return taskShape(found.task, found.runs)
+            }
+          }
+        }
+        return yield* repo.unit(updateWork(actor, id, patch, ownerId, guarded, at))
       }),
       /** {@link update} done without a fiber when the store can and no look comes first, else `undefined` (nothing done). */
       updateNow: (
@@ -230,17 +294,41 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         const patch = decodeUpdate(body)
         if (Exit.isFailure(patch)) return Exit.failCause(patch.cause)
         if (seesAll(actor) || patch.value.project_id !== undefined) return undefined
-        return orLater(repo.unitNow(updateWork(actor, id, patch.value, actor.userId, true, now())))
+        const at = now()
+        const work = updateWork(actor, id, patch.value, actor.userId, true, at)
+        if (oneStatement !== undefined) {
+          const names = patch.value.labels
+          const labels =
+            names === undefined ? Exit.succeed(undefined) : directOrEffect(storedLabels(actor.userId, names))
+          return flatMapDirect(labels, (stored) => {
+            if (names !== undefined && stored === undefined) return unitDirect(work)
+            const written = directOrEffect(oneStatement.patch(id, { ...patch.value, labels: stored }, at, actor.userId))
+            return thenDone(written, (found) => taskShape(found.task, found.runs), work)
+          })
+        }
+        return orLater(repo.unitNow(work))
       },
       delete: fn("Tasks.delete")(function* (actor: Actor, id: TaskId) {
+        if (oneStatement !== undefined) {
+          const row = yield* oneStatement.delete(id, now(), seesAll(actor) ? undefined : actor.userId).effect
+          if (row !== undefined) {
+            yield* events.appended
+            return deleted
+          }
+        }
         return yield* repo.unit(deleteWork(actor, id))
       }),
       /** {@link delete} done without a fiber when the store can, else `undefined` (nothing done). */
       deleteNow: (
         actor: Actor,
         id: TaskId
-      ): Direct<typeof deleted, NotFound | Forbidden | Conflict | StoreError> | undefined =>
-        orLater(repo.unitNow(deleteWork(actor, id)))
+      ): Direct<typeof deleted, NotFound | Forbidden | Conflict | StoreError> | undefined => {
+        if (oneStatement !== undefined) {
+          const written = directOrEffect(oneStatement.delete(id, now(), seesAll(actor) ? undefined : actor.userId))
+          return thenDone(written, () => deleted, deleteWork(actor, id))
+        }
+        return orLater(repo.unitNow(deleteWork(actor, id)))
+      }
     }
   })
 }) {}

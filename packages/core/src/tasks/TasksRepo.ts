@@ -12,8 +12,10 @@ import type {
   TaskStatus
 } from "@taskwright/domain"
 import { Effect, Exit } from "effect"
+import { pgAppendEventsOf } from "../events/EventsRepo.js"
 import {
   bothDirect,
+  effectAndNow,
   LATER,
   mapDirect,
   type SqlParam,
@@ -139,32 +141,43 @@ const q = {
 /** The columns a PATCH may set, in the order of their parameters. */
 const patchable = ["title", "description", "status", "priority", "labels", "project_id"] as const
 
+/**
+ * A statement per combination of the fields a PATCH sends and whether it checks the owner, built by
+ * `build` on first use; with the fields' parameters, in order.
+ */
+const perPatchShape = <Row>(
+  build: (fields: ReadonlyArray<(typeof patchable)[number]>, owned: boolean, key: string) => Statement<Row>
+) => {
+  const built = new Map<string, Statement<Row>>()
+  return (change: TaskChange, owned: boolean) => {
+    const fields = patchable.filter((field) => change[field] !== undefined)
+    const key = `${fields.join(",")}${owned ? "|owned" : ""}`
+    let found = built.get(key)
+    if (found === undefined) {
+      found = build(fields, owned, key)
+      built.set(key, found)
+    }
+    return { statement: found, params: fields.map((field): SqlParam => change[field] ?? null) }
+  }
+}
+
 // One UPDATE per combination of fields sent, built on first use: only the fields sent change, in
 // one statement on the row as it is when the write lands, so two concurrent PATCHes of different
 // fields both take effect. A column not sent is not in the SET list, so an index on it is not
 // touched and the count trigger (`UPDATE OF status, priority, ...`) does not fire for a change of
 // labels. `updated_at` never moves backwards: a PATCH that commits after another is never stamped
 // older than the one before it.
-const patchStatements = new Map<string, Statement<TaskRow>>()
-
-const patchStatement = (change: TaskChange, owned: boolean) => {
-  const fields = patchable.filter((field) => change[field] !== undefined)
-  const key = `${fields.join(",")}${owned ? "|owned" : ""}`
-  let found = patchStatements.get(key)
-  if (found === undefined) {
-    const set = fields.map((field) => `${field} = ?, `).join("")
-    const where = owned ? "id = ? AND owner_id = ?" : "id = ?"
-    found = statement<TaskRow>(
-      `tasks.patch.${key}`,
-      `UPDATE tasks SET ${set}updated_at = MAX(?, updated_at) WHERE ${where} RETURNING ${taskColumns}`,
-      toPgPlaceholders(
-        `UPDATE tasks SET ${set}updated_at = GREATEST(?, updated_at) WHERE ${where} RETURNING ${taskColumns}`
-      )
+const patchStatement = perPatchShape((fields, owned, key) => {
+  const set = fields.map((field) => `${field} = ?, `).join("")
+  const where = owned ? "id = ? AND owner_id = ?" : "id = ?"
+  return statement<TaskRow>(
+    `tasks.patch.${key}`,
+    `UPDATE tasks SET ${set}updated_at = MAX(?, updated_at) WHERE ${where} RETURNING ${taskColumns}`,
+    toPgPlaceholders(
+      `UPDATE tasks SET ${set}updated_at = GREATEST(?, updated_at) WHERE ${where} RETURNING ${taskColumns}`
     )
-    patchStatements.set(key, found)
-  }
-  return { statement: found, params: fields.map((field): SqlParam => change[field] ?? null) }
-}
+  )
+})
 
 // The 16 filter combinations each get one list and one count statement, built on first use.
 const listStatements = new Map<string, { page: Statement<ListRow>; count: Statement<{ total: number }> }>()
@@ -227,6 +240,58 @@ export const toCreatedTask = (row: TaskRow): CreatedTask => ({
   updated_at: row.updated_at
 })
 
+/** PostgreSQL: {@link toCreatedTask} of the row `t`, built by the statement that wrote it: the same object, key for key. */
+const pgTaskData = (t: string): string =>
+  `json_build_object('id', ${t}.id, 'title', ${t}.title, 'description', ${t}.description, 'status', ${t}.status, 'priority', ${t}.priority, 'labels', ${t}.labels::json, 'project_id', ${t}.project_id, 'created_at', ${t}.created_at, 'updated_at', ${t}.updated_at)::text`
+
+/** PostgreSQL: `taskDeleted` (`TaskEvents.ts`) of the row `t`. */
+const pgTaskDeletedData = (t: string): string => `json_build_object('id', ${t}.id, 'project_id', ${t}.project_id)::text`
+
+/**
+ * PostgreSQL: the common writes as one statement each, the row, its event and what the answer needs
+ * together, committed on their own. A unit of work takes four or five round trips for the same
+ * (BEGIN, the write, the event, COMMIT, and a PATCH's runs), each a wake-up of the database's
+ * process and of this one; and the rows a write locks (the owner's count rows, through the count
+ * trigger, and the event log's order) are held for the statement and its commit only, never
+ * across a round trip. Inside a caller's transaction a statement joins it like any other. SQLite
+ * has no round trips to save: its units run the same steps in one synchronous call.
+ */
+const oneStatement = {
+  create: statement<{ id: TaskId }>(
+    "tasks.createWithEvent",
+    "-- PostgreSQL only",
+    `WITH t AS (INSERT INTO tasks (owner_id, project_id, title, description, status, priority, labels, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${taskColumns}),
+       ${pgAppendEventsOf("t", "'task.created'", pgTaskData("t"), "$8")}
+     SELECT id FROM t`
+  ),
+  delete: (owned: boolean) =>
+    statement<DeletedRow>(
+      `tasks.deleteWithEvent${owned ? ".owned" : ""}`,
+      "-- PostgreSQL only",
+      `WITH t AS (DELETE FROM tasks WHERE id = $1${owned ? " AND owner_id = $3" : ""} AND NOT EXISTS (${runningRun}) RETURNING id, owner_id, project_id),
+         ${pgAppendEventsOf("t", "'task.deleted'", pgTaskDeletedData("t"), "$2")}
+       SELECT id, owner_id, project_id FROM t`
+    )
+}
+const deleteWithEvent = { owned: oneStatement.delete(true), any: oneStatement.delete(false) }
+
+// A PATCH's statement per combination of fields, as `patchStatement`'s, with the task's runs joined
+// as `withRuns` joins them.
+const patchWithEventStatement = perPatchShape((fields, owned, key) => {
+  // $1..$n the fields, then the time, the id and the owner.
+  const at = `$${fields.length + 1}`
+  const set = fields.map((field, i) => `${field} = $${i + 1}, `).join("")
+  const where = `id = $${fields.length + 2}${owned ? ` AND owner_id = $${fields.length + 3}` : ""}`
+  return statement<TaskWithRunRow>(
+    `tasks.patchWithEvent.${key}`,
+    "-- PostgreSQL only",
+    `WITH t AS (UPDATE tasks SET ${set}updated_at = GREATEST(${at}, updated_at) WHERE ${where} RETURNING ${taskColumns}),
+       ${pgAppendEventsOf("t", "'task.updated'", pgTaskData("t"), at)}
+     SELECT t.id, t.owner_id, t.project_id, t.title, t.description, t.status, t.priority, t.labels, t.created_at, t.updated_at, r.id AS run_id, r.agent AS run_agent, r.status AS run_status, r.started_at AS run_started_at, r.completed_at AS run_completed_at
+     FROM t LEFT JOIN runs r ON r.task_id = t.id ORDER BY r.started_at, r.id`
+  )
+})
+
 const toPage = (rows: ReadonlyArray<ListRow>, count: { readonly total: number } | undefined) => ({
   tasks: rows.map(toListItem),
   total: Number(count?.total ?? 0)
@@ -243,10 +308,61 @@ const toListItem = (row: ListRow): TaskListItem => ({
   updated_at: row.updated_at
 })
 
+const insertParams = (row: Omit<TaskRow, "id">): Array<SqlParam> => [
+  row.owner_id,
+  row.project_id,
+  row.title,
+  row.description,
+  row.status,
+  row.priority,
+  row.labels,
+  row.created_at,
+  row.updated_at
+]
+
+const insertedId = (rows: ReadonlyArray<{ id: TaskId }>) => Number(rows[0]?.id) as TaskId
+
+const deletedRow = (rows: ReadonlyArray<DeletedRow>): DeletedRow | undefined => {
+  const row = rows[0]
+  return row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
+}
+
 export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/TasksRepo", {
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
+
+    const both = <Row, A>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam>, f: (rows: ReadonlyArray<Row>) => A) =>
+      effectAndNow(store, stmt, params, f)
+
+    /**
+     * PostgreSQL's one-statement writes (`oneStatement` above); `undefined` on SQLite. Each appends
+     * its event: the caller tells the event hub once the statement has committed.
+     */
+    const writesInOneStatement =
+      store.dialect !== "pg"
+        ? undefined
+        : {
+            /** Inserts the task and its `task.created`; answers its id. */
+            create: (row: Omit<TaskRow, "id">) => both(oneStatement.create, insertParams(row), insertedId),
+            /**
+             * {@link TasksRepo.patch} and its `task.updated`; the row as stored with its runs, or
+             * `undefined` when nothing changed (missing, or someone else's when `ownerId` is given).
+             */
+            patch: (id: TaskId, change: TaskChange, at: string, ownerId?: string) => {
+              const { statement, params } = patchWithEventStatement(change, ownerId !== undefined)
+              params.push(at, id)
+              if (ownerId !== undefined) params.push(ownerId)
+              return both(statement, params, splitRuns)
+            },
+            /** {@link TasksRepo.deleteIdle} and its `task.deleted`. */
+            delete: (id: TaskId, at: string, ownerId?: string) =>
+              ownerId === undefined
+                ? both(deleteWithEvent.any, [id, at], deletedRow)
+                : both(deleteWithEvent.owned, [id, at, ownerId], deletedRow)
+          }
+
     return {
+      writesInOneStatement,
       transaction: store.transaction,
       unit: store.unit,
       unitNow: store.unitNow,
@@ -284,17 +400,7 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
       },
       /** Inserts a task (a unit step: run it inside the change's unit of work); answers its id. */
       *insert(row: Omit<TaskRow, "id">): Unit.Work<TaskId> {
-        const inserted = yield* Unit.get(q.insert, [
-          row.owner_id,
-          row.project_id,
-          row.title,
-          row.description,
-          row.status,
-          row.priority,
-          row.labels,
-          row.created_at,
-          row.updated_at
-        ])
+        const inserted = yield* Unit.get(q.insert, insertParams(row))
         return Number(inserted?.id) as TaskId
       },
       /**
