@@ -235,6 +235,16 @@ describe.each(testStores())("API on %s", (store) => {
         key: u.key
       })
       expect(none.body).toMatchObject({ tasks: [], total: 0 })
+      // A page past the end still says how many there are (on PostgreSQL one statement reads both).
+      const past = await s.request<{ tasks: Array<Task>; total: number }>("GET", "/api/tasks?priority=high&offset=4", {
+        key: u.key
+      })
+      expect(past.body).toMatchObject({ tasks: [], total: 4, offset: 4 })
+      const last = await s.request<{ tasks: Array<Task>; total: number }>("GET", "/api/tasks?priority=high&offset=3", {
+        key: u.key
+      })
+      expect(last.body).toMatchObject({ total: 4, offset: 3 })
+      expect(last.body.tasks.map((t) => t.title)).toEqual(["t0"])
     })
 
     it("keeps totals right through status changes and deletes", async () => {

@@ -179,8 +179,18 @@ const patchStatement = perPatchShape((fields, owned, key) => {
   )
 })
 
-// The 16 filter combinations each get one list and one count statement, built on first use.
-const listStatements = new Map<string, { page: Statement<ListRow>; count: Statement<{ total: number }> }>()
+/** A page's row with the filter's total; on a page past the end, one row of the total alone. */
+interface PageRow extends Omit<ListRow, "id"> {
+  readonly id: TaskId | null
+  readonly total: number
+}
+
+// The 16 filter combinations each get one list and one count statement (SQLite), and on PostgreSQL
+// one statement of both, built on first use.
+const listStatements = new Map<
+  string,
+  { page: Statement<ListRow>; count: Statement<{ total: number }>; pageWithTotal: Statement<PageRow> }
+>()
 
 const filterStatements = (f: TaskFilter) => {
   const key = `${f.ownerId === null ? "" : "o"}${f.status === undefined ? "" : "s"}${f.priority === undefined ? "" : "p"}${f.projectId === undefined ? "" : "j"}`
@@ -194,23 +204,26 @@ const filterStatements = (f: TaskFilter) => {
     const clause = where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`
     const columns = "id, title, description, status, priority, labels, created_at, updated_at"
     const page = `SELECT ${columns} FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?`
+    const count = `SELECT COALESCE(SUM(n), 0) AS total FROM task_counts${clause}`
+    // PostgreSQL does not know that the newest tasks may all have another status than the one
+    // asked for, so for `WHERE status = ? ORDER BY id DESC` it walks the primary key backwards
+    // and filters (100,000 rows at 1,000,000 tasks when the newest 100,000 are done). The page's
+    // ids are picked first, from the filter's own index alone (an index-only scan the planner
+    // always prefers), then the rows are fetched by id; as an array, so a generic plan fetches
+    // them by index too. SQLite picks the filter's index for the plain form by itself.
+    const pgPage = toPgPlaceholders(
+      `SELECT ${columns} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?)) ORDER BY id DESC`
+    )
     found = {
-      // PostgreSQL does not know that the newest tasks may all have another status than the one
-      // asked for, so for `WHERE status = ? ORDER BY id DESC` it walks the primary key backwards
-      // and filters (100,000 rows at 1,000,000 tasks when the newest 100,000 are done). The page's
-      // ids are picked first, from the filter's own index alone (an index-only scan the planner
-      // always prefers), then the rows are fetched by id; as an array, so a generic plan fetches
-      // them by index too. SQLite picks the filter's index for the plain form by itself.
-      page: statement<ListRow>(
-        `tasks.list.${key}`,
-        page,
-        toPgPlaceholders(
-          `SELECT ${columns} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?)) ORDER BY id DESC`
-        )
-      ),
-      count: statement<{ total: number }>(
-        `tasks.count.${key}`,
-        `SELECT COALESCE(SUM(n), 0) AS total FROM task_counts${clause}`
+      page: statement<ListRow>(`tasks.list.${key}`, page, pgPage),
+      count: statement<{ total: number }>(`tasks.count.${key}`, count),
+      // PostgreSQL: the page and its total in one round trip, not two queries side by side (each
+      // costs both processes a wake-up). The count takes the filter's parameters, `$1` to `$n`, as
+      // the page does (which then has its limit and offset).
+      pageWithTotal: statement<PageRow>(
+        `tasks.listWithTotal.${key}`,
+        "-- PostgreSQL only",
+        `SELECT c.total, p.* FROM (${toPgPlaceholders(count)}) AS c LEFT JOIN LATERAL (${pgPage}) AS p ON true ORDER BY p.id DESC`
       )
     }
     listStatements.set(key, found)
@@ -293,12 +306,19 @@ const patchWithEventStatement = perPatchShape((fields, owned, key) => {
 })
 
 const toPage = (rows: ReadonlyArray<ListRow>, count: { readonly total: number } | undefined) => ({
-  tasks: rows.map(toListItem),
+  tasks: rows.map((row) => toListItem(row, row.id)),
   total: Number(count?.total ?? 0)
 })
 
-const toListItem = (row: ListRow): TaskListItem => ({
-  id: Number(row.id) as TaskId,
+/** A page from {@link PageRow}s. */
+const toPageOf = (rows: ReadonlyArray<PageRow>) => {
+  const tasks: Array<TaskListItem> = []
+  for (const row of rows) if (row.id !== null) tasks.push(toListItem(row, row.id))
+  return { tasks, total: Number(rows[0]?.total ?? 0) }
+}
+
+const toListItem = (row: Omit<ListRow, "id">, id: TaskId): TaskListItem => ({
+  id: Number(id) as TaskId,
   title: row.title,
   description: row.description,
   status: row.status,
@@ -386,12 +406,17 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
       page: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
+        if (store.dialect === "pg") return Effect.map(store.all(s.pageWithTotal, [...params, limit, offset]), toPageOf)
         return Effect.zipWith(store.all(s.page, [...params, limit, offset]), store.get(s.count, params), toPage)
       },
       /** {@link page} without a fiber ({@link Direct}), or `LATER`. */
       pageNow: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
+        if (store.dialect === "pg") {
+          const rows = store.allNow(s.pageWithTotal, [...params, limit, offset])
+          return rows === LATER ? LATER : mapDirect(rows, (r) => Exit.succeed(toPageOf(r)))
+        }
         const rows = store.allNow(s.page, [...params, limit, offset])
         if (rows === LATER) return LATER
         const count = store.allNow(s.count, params)
