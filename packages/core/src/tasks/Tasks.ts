@@ -99,8 +99,8 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
     })
 
     // The writes, each one unit of work; the Effect methods and their `...Now` forms (answered at
-    // once on the embedded store, without a fiber) run the same units. On PostgreSQL the common
-    // writes (no labels to resolve) run as one statement instead, the unit only when it changed nothing.
+    // once on the embedded store, without a fiber) run the same units. On PostgreSQL a write with no
+    // label to create runs as one statement instead (see `oneStatement` below).
 
     const newRow = (actor: Actor, input: TaskCreate, labels: string, at: string): Omit<TaskRow, "id"> => ({
       owner_id: actor.userId,
