@@ -98,6 +98,10 @@ export interface TaskFilter {
 export const taskColumns =
   "id, owner_id, project_id, title, description, status, priority, labels, created_at, updated_at"
 
+/** A task's columns (as `t`) and its runs' (as `r`), one row per run: what `splitRuns` takes apart. */
+const taskWithRunColumns =
+  "t.id, t.owner_id, t.project_id, t.title, t.description, t.status, t.priority, t.labels, t.created_at, t.updated_at, r.id AS run_id, r.agent AS run_agent, r.status AS run_status, r.started_at AS run_started_at, r.completed_at AS run_completed_at"
+
 const runningRun = "SELECT 1 FROM runs WHERE task_id = tasks.id AND status = 'running'"
 
 interface DeletedRow {
@@ -111,7 +115,7 @@ const q = {
   // The task and its runs in one statement: one index probe on SQLite, one round trip on PostgreSQL.
   withRuns: statement<TaskWithRunRow>(
     "tasks.withRuns",
-    "SELECT t.id, t.owner_id, t.project_id, t.title, t.description, t.status, t.priority, t.labels, t.created_at, t.updated_at, r.id AS run_id, r.agent AS run_agent, r.status AS run_status, r.started_at AS run_started_at, r.completed_at AS run_completed_at FROM tasks t LEFT JOIN runs r ON r.task_id = t.id WHERE t.id = ? ORDER BY r.started_at, r.id"
+    `SELECT ${taskWithRunColumns} FROM tasks t LEFT JOIN runs r ON r.task_id = t.id WHERE t.id = ? ORDER BY r.started_at, r.id`
   ),
   runs: statement<RunSummary>(
     "tasks.runs",
@@ -276,17 +280,20 @@ const oneStatement = {
     `WITH t AS (INSERT INTO tasks (owner_id, project_id, title, description, status, priority, labels, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${taskColumns}),
        ${pgAppendEventsOf("t", "'task.created'", pgTaskData("t"), "$8")}
      SELECT id FROM t`
-  ),
-  delete: (owned: boolean) =>
-    statement<DeletedRow>(
-      `tasks.deleteWithEvent${owned ? ".owned" : ""}`,
-      "-- PostgreSQL only",
-      `WITH t AS (DELETE FROM tasks WHERE id = $1${owned ? " AND owner_id = $3" : ""} AND NOT EXISTS (${runningRun}) RETURNING id, owner_id, project_id),
-         ${pgAppendEventsOf("t", "'task.deleted'", pgTaskDeletedData("t"), "$2")}
-       SELECT id, owner_id, project_id FROM t`
-    )
+  )
 }
-const deleteWithEvent = { owned: oneStatement.delete(true), any: oneStatement.delete(false) }
+
+/** {@link oneStatement}'s DELETE, with the owner checked (`$3`) or not. */
+const deleteWithEvent = (owned: boolean) =>
+  statement<DeletedRow>(
+    `tasks.deleteWithEvent${owned ? ".owned" : ""}`,
+    "-- PostgreSQL only",
+    `WITH t AS (DELETE FROM tasks WHERE id = $1${owned ? " AND owner_id = $3" : ""} AND NOT EXISTS (${runningRun}) RETURNING id, owner_id, project_id),
+       ${pgAppendEventsOf("t", "'task.deleted'", pgTaskDeletedData("t"), "$2")}
+     SELECT id, owner_id, project_id FROM t`
+  )
+const deleteOwnedWithEvent = deleteWithEvent(true)
+const deleteAnyWithEvent = deleteWithEvent(false)
 
 // A PATCH's statement per combination of fields, as `patchStatement`'s, with the task's runs joined
 // as `withRuns` joins them.
@@ -300,8 +307,7 @@ const patchWithEventStatement = perPatchShape((fields, owned, key) => {
     "-- PostgreSQL only",
     `WITH t AS (UPDATE tasks SET ${set}updated_at = GREATEST(${at}, updated_at) WHERE ${where} RETURNING ${taskColumns}),
        ${pgAppendEventsOf("t", "'task.updated'", pgTaskData("t"), at)}
-     SELECT t.id, t.owner_id, t.project_id, t.title, t.description, t.status, t.priority, t.labels, t.created_at, t.updated_at, r.id AS run_id, r.agent AS run_agent, r.status AS run_status, r.started_at AS run_started_at, r.completed_at AS run_completed_at
-     FROM t LEFT JOIN runs r ON r.task_id = t.id ORDER BY r.started_at, r.id`
+     SELECT ${taskWithRunColumns} FROM t LEFT JOIN runs r ON r.task_id = t.id ORDER BY r.started_at, r.id`
   )
 })
 
@@ -340,12 +346,11 @@ const insertParams = (row: Omit<TaskRow, "id">): Array<SqlParam> => [
   row.updated_at
 ]
 
-const insertedId = (rows: ReadonlyArray<{ id: TaskId }>) => Number(rows[0]?.id) as TaskId
+/** The id an insert answered, as a number. */
+const insertedId = (row: { id: TaskId } | undefined) => Number(row?.id) as TaskId
 
-const deletedRow = (rows: ReadonlyArray<DeletedRow>): DeletedRow | undefined => {
-  const row = rows[0]
-  return row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
-}
+const deletedRow = (row: DeletedRow | undefined): DeletedRow | undefined =>
+  row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
 
 export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/TasksRepo", {
   effect: Effect.gen(function* () {
@@ -363,7 +368,8 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
         ? undefined
         : {
             /** Inserts the task and its `task.created`; answers its id. */
-            create: (row: Omit<TaskRow, "id">) => both(oneStatement.create, insertParams(row), insertedId),
+            create: (row: Omit<TaskRow, "id">) =>
+              both(oneStatement.create, insertParams(row), (rows) => insertedId(rows[0])),
             /**
              * {@link TasksRepo.patch} and its `task.updated`; the row as stored with its runs, or
              * `undefined` when nothing changed (missing, or someone else's when `ownerId` is given).
@@ -377,8 +383,8 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
             /** {@link TasksRepo.deleteIdle} and its `task.deleted`. */
             delete: (id: TaskId, at: string, ownerId?: string) =>
               ownerId === undefined
-                ? both(deleteWithEvent.any, [id, at], deletedRow)
-                : both(deleteWithEvent.owned, [id, at, ownerId], deletedRow)
+                ? both(deleteAnyWithEvent, [id, at], (rows) => deletedRow(rows[0]))
+                : both(deleteOwnedWithEvent, [id, at, ownerId], (rows) => deletedRow(rows[0]))
           }
 
     return {
@@ -406,17 +412,14 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
       page: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
-        if (store.dialect === "pg") return Effect.map(store.all(s.pageWithTotal, [...params, limit, offset]), toPageOf)
+        if (store.dialect === "pg") return both(s.pageWithTotal, [...params, limit, offset], toPageOf).effect
         return Effect.zipWith(store.all(s.page, [...params, limit, offset]), store.get(s.count, params), toPage)
       },
       /** {@link page} without a fiber ({@link Direct}), or `LATER`. */
       pageNow: (filter: TaskFilter, limit: number, offset: number) => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
-        if (store.dialect === "pg") {
-          const rows = store.allNow(s.pageWithTotal, [...params, limit, offset])
-          return rows === LATER ? LATER : mapDirect(rows, (r) => Exit.succeed(toPageOf(r)))
-        }
+        if (store.dialect === "pg") return both(s.pageWithTotal, [...params, limit, offset], toPageOf).now()
         const rows = store.allNow(s.page, [...params, limit, offset])
         if (rows === LATER) return LATER
         const count = store.allNow(s.count, params)
@@ -425,8 +428,7 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
       },
       /** Inserts a task (a unit step: run it inside the change's unit of work); answers its id. */
       *insert(row: Omit<TaskRow, "id">): Unit.Work<TaskId> {
-        const inserted = yield* Unit.get(q.insert, insertParams(row))
-        return Number(inserted?.id) as TaskId
+        return insertedId(yield* Unit.get(q.insert, insertParams(row)))
       },
       /**
        * Changes the fields given (`project_id: null` clears it); the row as stored, or `undefined` if
@@ -446,11 +448,11 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
        * someone else; the deleted row's identity, or `undefined` when nothing was deleted. A unit step.
        */
       *deleteIdle(id: TaskId, ownerId?: string): Unit.Work<DeletedRow | undefined> {
-        const row =
+        return deletedRow(
           ownerId === undefined
             ? yield* Unit.get(q.deleteIdle, [id])
             : yield* Unit.get(q.deleteIdleOwned, [id, ownerId])
-        return row === undefined ? undefined : { ...row, id: Number(row.id) as TaskId }
+        )
       }
     }
   })
