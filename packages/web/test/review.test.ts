@@ -67,7 +67,7 @@ describe("reviews and the run log", () => {
         env: {
           TASKWRIGHT_SCRIPT: JSON.stringify(
             Array.from({ length: LONG_LINES }, (_, i) => [
-              { sleep_ms: 25 },
+              { sleep_ms: 60 },
               { stdout: `line ${i + 1} of ${LONG_LINES}: ${"words ".repeat(12)}` }
             ]).flat()
           )
@@ -173,11 +173,12 @@ describe("reviews and the run log", () => {
 
     // The reader scrolls up: following stops, and new lines leave the view where it is.
     await log.hover()
+    // The wheel scrolls smoothly: on a loaded machine the animation takes longer than a second.
     await page.mouse.wheel(0, -100_000)
-    await expect.poll(() => follow.isChecked()).toBe(false)
-    await expect.poll(() => log.evaluate((el) => el.scrollTop)).toBe(0)
+    await expect.poll(() => follow.isChecked(), { timeout: 10_000 }).toBe(false)
+    await expect.poll(() => log.evaluate((el) => el.scrollTop), { timeout: 10_000 }).toBe(0)
     const seen = await lines.count()
-    await expect.poll(() => lines.count()).toBeGreaterThan(seen + 5)
+    await expect.poll(() => lines.count(), { timeout: 10_000 }).toBeGreaterThan(seen + 5)
     expect(await log.evaluate((el) => el.scrollTop)).toBe(0)
     expect(await atEnd(log)).toBe(false)
 
