@@ -8,18 +8,9 @@
  * PostgreSQL. See bench/README.md for the knobs and what every column means.
  */
 import { spawnSync } from "node:child_process"
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync
-} from "node:fs"
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import os from "node:os"
-import { dirname, join, relative } from "node:path"
+import { join, relative } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import Database from "better-sqlite3"
 import pg from "pg"
@@ -47,14 +38,15 @@ import { cpuSeconds, freePort, killAll, memory, startServer, stopServer } from "
 import { explainBlocks, largeTable, startupTable, summarise, summaryTable, throughputTables } from "./lib/report.mjs"
 import {
   BUILT_CLI,
+  buildHash,
   CLI,
   cliEnv,
   ROOT,
+  readBuild,
   SKEW_FRACTION,
   SKEW_STATUS,
   seedCached,
   seedName,
-  sha256Hex,
   useCli,
   walIsEmpty
 } from "./seed.mjs"
@@ -155,6 +147,14 @@ const readConfig = () => {
 
 const WORK = join(ROOT, "bench/.work")
 const NAMES = { A: "A taskwright", B: "B floor", C: "C fastify" }
+/**
+ * Taskwright's compiled-code cache (src/start.ts in the CLI), emptied when the bench starts: its
+ * first start compiles the build and writes the cache, as a first start after an install does;
+ * later starts read it. Each start records which it was.
+ */
+const CODE_CACHE = join(WORK, "code-cache")
+const codeCacheState = () =>
+  existsSync(CODE_CACHE) && readdirSync(CODE_CACHE).some((f) => f.endsWith(".v8")) ? "warm" : "cold"
 /** How long a server is left untouched before its idle RSS is read. */
 const IDLE_SETTLE_MS = 12_000
 const STORE_NAMES = { sqlite: "SQLite", pg: "PostgreSQL" }
@@ -186,7 +186,12 @@ const serverDefs = (config, store, { events, taskwrightEvents }) => {
   // Taskwright limits each credential to 1000 requests a minute by default; the bench sends
   // that many in a tenth of a second. The limiter still runs (and costs what it costs), it
   // just never refuses. BENCH_A_ENV can override this.
-  const aEnv = cliEnv({ NODE_ENV: "production", TASKWRIGHT_RATE_LIMIT: "1000000000", ...config.aEnv })
+  const aEnv = cliEnv({
+    NODE_ENV: "production",
+    TASKWRIGHT_RATE_LIMIT: "1000000000",
+    TASKWRIGHT_CODE_CACHE: CODE_CACHE,
+    ...config.aEnv
+  })
   // On PostgreSQL the data dir still holds agents.json and worktrees; the data is in RUN_DB.
   if (store === "pg") aEnv.DATABASE_URL = dbUrl(RUN_DB)
   return {
@@ -326,7 +331,10 @@ const measureServer = async ({
     logFile: relative(ROOT, logFile)
   }
   // Which build of Taskwright this was: a rebuild during the run makes its rounds incomparable.
-  if (def.key === "A") record.build = ctx.build
+  if (def.key === "A") {
+    record.build = ctx.build
+    record.codeCache = codeCacheState()
+  }
   let started
   try {
     started = await startServer({ command: argv[0], args: argv.slice(1), env: def.env, cwd: ROOT, logFile, port })
@@ -631,6 +639,7 @@ const runStore = async (store, base) => {
           .map((r) => ({
             round: r.round,
             startupMs: r.startupMs,
+            ...(r.codeCache === undefined ? {} : { codeCache: r.codeCache }),
             startRssMiB: r.startRssMiB,
             idleRssMiB: r.idleRssMiB,
             stop: r.stop,
@@ -822,12 +831,12 @@ const runStore = async (store, base) => {
   }
 }
 
-/** The build's bytes once they have stayed the same for a second (a rebuild may be writing them), or null at `deadline`. */
+/** The build's files once they have stayed the same for a second (a rebuild may be writing them), or null at `deadline`. */
 const settledBuild = async (deadline) => {
   let last = null
   while (performance.now() < deadline) {
-    const now = existsSync(BUILT_CLI) ? readFileSync(BUILT_CLI) : null
-    if (now !== null && last !== null && now.equals(last)) return now
+    const now = readBuild(BUILT_CLI)
+    if (now !== null && last !== null && now.entry.equals(last.entry) && now.bundle.equals(last.bundle)) return now
     last = now
     await sleep(1000)
   }
@@ -835,7 +844,7 @@ const settledBuild = async (deadline) => {
 }
 
 /**
- * Copies Taskwright's built CLI (its bundle and chunks; its dependencies resolve from the repository's
+ * Copies Taskwright's built CLI (its entry and bundle; its dependencies resolve from the repository's
  * node_modules as before) to bench/.work/build-<hash>/ and runs that copy from now on. When the
  * build is missing (someone is rebuilding), waits up to BENCH_BUILD_WAIT seconds (120) for it.
  * Answers the build's hash, or null when there is no build.
@@ -846,17 +855,14 @@ const snapshotBuild = async () => {
     if (waitS === 0) return null
     log(`${relative(ROOT, BUILT_CLI)} is missing (a rebuild?): waiting up to ${waitS} s for it`)
   }
-  const bundle = await settledBuild(performance.now() + Math.max(waitS, 2) * 1000)
-  if (bundle === null) return null
-  const hash = sha256Hex(bundle).slice(0, 12)
+  const build = await settledBuild(performance.now() + Math.max(waitS, 2) * 1000)
+  if (build === null) return null
+  const hash = buildHash(build).slice(0, 12)
   const dir = join(WORK, `build-${hash}`)
   mkdirSync(dir, { recursive: true })
-  // The bundle's chunks (the PostgreSQL store is loaded lazily) are named by content, so the
-  // bundle's hash covers them; the viewer and source maps are not needed to serve.
-  for (const entry of readdirSync(dirname(BUILT_CLI))) {
-    if (entry.endsWith(".js") && entry !== "main.js") copyFileSync(join(dirname(BUILT_CLI), entry), join(dir, entry))
-  }
-  writeFileSync(join(dir, "main.js"), bundle)
+  // The bytes read above, not the files now (a rebuild may have begun); the viewer is not needed to serve.
+  writeFileSync(join(dir, "main.js"), build.entry)
+  writeFileSync(join(dir, "cli.cjs"), build.bundle)
   useCli(join(dir, "main.js"))
   return hash
 }
@@ -901,6 +907,7 @@ const main = async () => {
 
   // Taskwright as built now, copied: a rebuild by someone else during the run changes nothing here.
   const build = await snapshotBuild()
+  rmSync(CODE_CACHE, { recursive: true, force: true })
   if (build) log(`Taskwright: ${relative(ROOT, BUILT_CLI)} (build ${build}), run from a private copy`)
   try {
     const outputs = []

@@ -22,8 +22,17 @@ import Database from "better-sqlite3"
 import { apiKeyChecksum } from "./servers/shared.mjs"
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
-/** Where `npm run build` puts Taskwright's CLI (one bundle). */
+/** Where `npm run build` puts Taskwright's CLI: its entry, which runs the bundle beside it (`cli.cjs`). */
 export const BUILT_CLI = join(ROOT, "packages/cli/dist/main.js")
+/** A build's two files, the entry `main` and its bundle beside it, or null while one is missing. */
+export const readBuild = (main) => {
+  const bundle = join(dirname(main), "cli.cjs")
+  if (!existsSync(main) || !existsSync(bundle)) return null
+  return { entry: readFileSync(main), bundle: readFileSync(bundle) }
+}
+/** What identifies a build: both files' bytes. */
+export const buildHash = ({ entry, bundle }) =>
+  createHash("sha256").update(entry).update("\0").update(bundle).digest("hex")
 /**
  * The CLI the bench runs: the build itself, or the runner's private copy of it (`useCli`), so
  * that a rebuild by someone else during a run neither removes it nor changes it between rounds.
@@ -139,7 +148,8 @@ export const cliEnv = (extra = {}) => {
 
 /** What identifies the schema source, for the seed cache. */
 export const schemaSource = (schemaSql) => {
-  if (existsSync(CLI) && !process.env.BENCH_FORCE_SCHEMA_SQL) return `cli:${sha256Hex(readFileSync(CLI))}`
+  const build = readBuild(CLI)
+  if (build !== null && !process.env.BENCH_FORCE_SCHEMA_SQL) return `cli:${buildHash(build)}`
   if (schemaSql) return `sql:${sha256Hex(readFileSync(schemaSql, "utf8"))}`
   return null
 }

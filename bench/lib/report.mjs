@@ -221,7 +221,9 @@ export const startupTable = (starts, names) => {
     if (list.length === 0) continue
     rows.push([
       names[server],
-      list.map((s) => (s.error ? "failed" : fmt.int(s.startupMs))).join(" / "),
+      list
+        .map((s) => (s.error ? "failed" : `${fmt.int(s.startupMs)}${s.codeCache === "cold" ? " (cold)" : ""}`))
+        .join(" / "),
       fmt.int(mean(list.map((s) => s.startupMs))),
       fmt.mib(mean(list.map((s) => s.startRssMiB))),
       fmt.mib(mean(list.map((s) => s.idleRssMiB))),

@@ -104,6 +104,9 @@ export interface RunningServer {
   readonly close: () => Promise<void>
 }
 
+/** When the agent sandbox's status is found out and logged, after the server starts answering. */
+const SANDBOX_REPORT_DELAY_MS = 500
+
 const STATUS_TEXT: Record<number, string> = {
   400: "Bad Request",
   408: "Request Timeout",
@@ -241,23 +244,27 @@ export const serve = async (
     })
   })
   // Whether agent runs are sandboxed here, said once at start: the operator must know. Found out
-  // (two short bwrap runs) while the server already answers: nothing else waits for it.
-  void managed
-    .runPromise(
-      Effect.flatMap(Runs, (runs) => runs.sandboxStatus).pipe(
-        Effect.flatMap(({ mode, detail }) =>
-          mode === "bwrap"
-            ? Effect.logInfo(`agent sandbox: ${detail}`)
-            : Effect.logWarning(`agent sandbox ${mode}: ${detail}`)
+  // (two short bwrap runs) a moment after the server answers: spawning them takes the event loop
+  // some 15 ms, which the first requests should not wait for.
+  const sandboxReport = setTimeout(() => {
+    void managed
+      .runPromise(
+        Effect.flatMap(Runs, (runs) => runs.sandboxStatus).pipe(
+          Effect.flatMap(({ mode, detail }) =>
+            mode === "bwrap"
+              ? Effect.logInfo(`agent sandbox: ${detail}`)
+              : Effect.logWarning(`agent sandbox ${mode}: ${detail}`)
+          )
         )
       )
-    )
-    .catch(() => undefined)
+      .catch(() => undefined)
+  }, SANDBOX_REPORT_DELAY_MS)
   const port = (server.address() as AddressInfo).port
   const host = options.host.includes(":") ? `[${options.host}]` : options.host
   let closing: Promise<void> | undefined
   const close = () => {
     closing ??= new Promise<void>((resolve) => {
+      clearTimeout(sandboxReport)
       eventSockets.closeAll()
       server.close(() => resolve())
       server.closeIdleConnections()

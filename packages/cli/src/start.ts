@@ -1,0 +1,135 @@
+/**
+ * The `taskwright` command's entry. It runs the bundle (`cli.cjs`, beside this file) through V8's
+ * code cache: compiling the bundle's 2.4 MB and the functions its start-up calls took about 200 ms
+ * of every start (half of a server's start-up, and most of a short command like `keys list`).
+ * Node 22 does this itself (`module.enableCompileCache`); Node 20 does not, so this file does what
+ * it does: the first start compiles and writes the cache, later starts read it.
+ *
+ * A cache is code, so it is only read from a directory this user owns and nobody else can write,
+ * from a file this user owns, named by the hash of the bundle, the Node version and its flags
+ * (V8 itself checks version and flags, but not the bundle's bytes). `TASKWRIGHT_CODE_CACHE=off`
+ * turns it off; `TASKWRIGHT_CODE_CACHE=/some/dir` puts it elsewhere than `~/.cache/taskwright`.
+ */
+import { createHash } from "node:crypto"
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
+import { createRequire } from "node:module"
+import { homedir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Script } from "node:vm"
+
+const bundle = fileURLToPath(new URL("./cli.cjs", import.meta.url))
+
+/** A cache larger than this is not one this file wrote. */
+const MAX_CACHE_BYTES = 64 * 1024 * 1024
+/** How long after start the cache is written: by then a server is up and its start-up code compiled. */
+const WRITE_AFTER_MS = 2_000
+
+/** Owned by this user and writable by no one else. */
+const trusted = (stats: { readonly uid: number; readonly mode: number }, uid: number): boolean =>
+  stats.uid === uid && (stats.mode & 0o022) === 0
+
+/** The cache directory, made if missing; undefined when turned off or not safe to use. */
+const cacheDirectory = (): string | undefined => {
+  const setting = process.env.TASKWRIGHT_CODE_CACHE?.trim() ?? ""
+  if (["off", "0", "false", "no"].includes(setting.toLowerCase())) return undefined
+  const uid = process.getuid?.()
+  if (uid === undefined) return undefined
+  const dir = setting !== "" ? setting : join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "taskwright")
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const stats = lstatSync(dir)
+    return stats.isDirectory() && trusted(stats, uid) ? dir : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The cache's bytes, when the file exists and this user alone can have written it. */
+const readCache = (file: string): Buffer | undefined => {
+  let fd: number | undefined
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW)
+    const stats = fstatSync(fd)
+    const uid = process.getuid?.()
+    if (uid === undefined || !stats.isFile() || !trusted(stats, uid) || stats.size > MAX_CACHE_BYTES) return undefined
+    return readFileSync(fd)
+  } catch {
+    return undefined
+  } finally {
+    if (fd !== undefined) closeSync(fd)
+  }
+}
+
+/** Writes the cache whole or not at all (a temporary file renamed), and drops the caches of other builds. */
+const writeCache = (dir: string, file: string, buildTag: string, data: Buffer) => {
+  const temporary = `${file}.${process.pid}.tmp`
+  try {
+    writeFileSync(temporary, data, { mode: 0o600, flag: "wx" })
+    renameSync(temporary, file)
+    for (const name of readdirSync(dir)) {
+      if (name.startsWith("cli-") && name.endsWith(".v8") && !name.startsWith(buildTag))
+        rmSync(join(dir, name), { force: true })
+    }
+  } catch {
+    rmSync(temporary, { force: true })
+  }
+}
+
+const digest = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 24)
+
+type Wrapper = (
+  exports: object,
+  require: NodeJS.Require,
+  module: { exports: object },
+  filename: string,
+  dirname: string
+) => void
+
+/**
+ * The bundle compiled, from the cache when there is a good one (else a cache written later).
+ * A function, so that the source and the cache's bytes are garbage once V8 has them.
+ */
+const compile = (): Wrapper => {
+  const source = readFileSync(bundle, "utf8")
+  const dir = cacheDirectory()
+  // cli-<bundle>-<node and its flags>.v8: a new build drops the old build's caches, not its own for other flags.
+  const buildTag = `cli-${digest(source)}-`
+  const file =
+    dir === undefined
+      ? undefined
+      : join(dir, `${buildTag}${digest(`${process.version} ${process.arch} ${process.execArgv.join(" ")}`)}.v8`)
+  const cachedData = file === undefined ? undefined : readCache(file)
+  // CommonJS's wrapper, on the bundle's first line so that stack traces keep its line numbers.
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {
+    filename: bundle,
+    ...(cachedData === undefined ? {} : { cachedData })
+  })
+  if (dir !== undefined && file !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
+    let written = false
+    const write = () => {
+      if (written) return
+      written = true
+      writeCache(dir, file, buildTag, script.createCachedData())
+    }
+    // After start-up, so the cache holds the functions it compiled; at exit for a command that ends sooner.
+    setTimeout(write, WRITE_AFTER_MS).unref()
+    process.once("exit", write)
+  }
+  return script.runInThisContext()
+}
+
+const module = { exports: {} }
+compile()(module.exports, createRequire(bundle), module, bundle, dirname(bundle))
