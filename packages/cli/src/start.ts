@@ -1,14 +1,16 @@
 /**
  * The `taskwright` command's entry. It runs the bundle (`cli.cjs`, beside this file) through V8's
- * code cache: compiling the bundle's 2.4 MB and the functions its start-up calls took about 200 ms
+ * code cache: compiling the bundle's 2.2 MB and the functions its start-up calls took about 200 ms
  * of every start (half of a server's start-up, and most of a short command like `keys list`).
  * Node 22 does this itself (`module.enableCompileCache`); Node 20 does not, so this file does what
  * it does: the first start compiles and writes the cache, later starts read it.
  *
  * A cache is code, so it is only read from a directory this user owns and nobody else can write,
- * from a file this user owns, named by the hash of the bundle, the Node version and its flags
- * (V8 itself checks version and flags, but not the bundle's bytes). `TASKWRIGHT_CODE_CACHE=off`
- * turns it off; `TASKWRIGHT_CODE_CACHE=/some/dir` puts it elsewhere than `~/.cache/taskwright`.
+ * from a file opened without following links that this user owns and nobody else can write, named
+ * by the hash of the bundle, the Node version and its flags (V8 itself checks version and flags,
+ * but of the bundle only its length). `TASKWRIGHT_CODE_CACHE=off` turns it off;
+ * `TASKWRIGHT_CODE_CACHE=/some/dir` puts it elsewhere than `~/.cache/taskwright`. Where there are
+ * no user ids to check (Windows) there is no cache.
  */
 import { createHash } from "node:crypto"
 import {
