@@ -63,6 +63,11 @@ describe("the store going away and coming back (PostgreSQL)", () => {
       }
     )
     key = Option.getOrThrow(Option.map(server.started.bootstrap.adminKey, Redacted.value))
+    // The agent sandbox's status is logged a moment after the server starts answering: wait for
+    // it, so that the lines the outage logs are the only new ones.
+    const deadline = Date.now() + 20_000
+    while (!lines.some((line) => line.includes("agent sandbox")) && Date.now() < deadline) await sleep(50)
+    expect(lines.filter((line) => line.includes("agent sandbox"))).toHaveLength(1)
   }, 60_000)
   afterAll(async () => {
     await server?.close()
