@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Every package's manifest against its build: each bare import of dist/*.js and dist/*.d.ts is a
+// Every package's manifest against its build: each bare import of dist/*.js, *.cjs and *.d.ts is a
 // declared dependency or peer dependency (a consumer installs nothing else), each declared
 // dependency is imported somewhere (nothing installed for nothing), and the fields a user sees
 // (engines, repository, license, a README and a LICENSE file) are there. Run after `npm run build`.
@@ -21,7 +21,7 @@ const packageOf = (specifier) => {
 // browsers: its strings name packages (code samples) that no Node consumer ever imports.
 const filesUnder = (dir) =>
   readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile() && /\.(js|d\.ts)$/.test(e.name))
+    .filter((e) => e.isFile() && /\.(c?js|d\.ts)$/.test(e.name))
     .filter((e) => !(e.parentPath ?? e.path).startsWith(join(dir, "viewer")))
     .map((e) => join(e.parentPath ?? e.path, e.name))
 
