@@ -39,21 +39,22 @@ const MAX_CACHE_BYTES = 64 * 1024 * 1024
 /** How long after start the cache is written: by then a server is up and its start-up code compiled. */
 const WRITE_AFTER_MS = 2_000
 
+/** This process's user; undefined where there are no user ids to check (Windows), and so no cache. */
+const uid = process.getuid?.()
+
 /** Owned by this user and writable by no one else. */
-const trusted = (stats: { readonly uid: number; readonly mode: number }, uid: number): boolean =>
+const trusted = (stats: { readonly uid: number; readonly mode: number }): boolean =>
   stats.uid === uid && (stats.mode & 0o022) === 0
 
 /** The cache directory, made if missing; undefined when turned off or not safe to use. */
 const cacheDirectory = (): string | undefined => {
   const setting = process.env.TASKWRIGHT_CODE_CACHE?.trim() ?? ""
-  if (["off", "0", "false", "no"].includes(setting.toLowerCase())) return undefined
-  const uid = process.getuid?.()
-  if (uid === undefined) return undefined
+  if (uid === undefined || ["off", "0", "false", "no"].includes(setting.toLowerCase())) return undefined
   const dir = setting !== "" ? setting : join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "taskwright")
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     const stats = lstatSync(dir)
-    return stats.isDirectory() && trusted(stats, uid) ? dir : undefined
+    return stats.isDirectory() && trusted(stats) ? dir : undefined
   } catch {
     return undefined
   }
@@ -65,8 +66,7 @@ const readCache = (file: string): Buffer | undefined => {
   try {
     fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW)
     const stats = fstatSync(fd)
-    const uid = process.getuid?.()
-    if (uid === undefined || !stats.isFile() || !trusted(stats, uid) || stats.size > MAX_CACHE_BYTES) return undefined
+    if (!stats.isFile() || !trusted(stats) || stats.size > MAX_CACHE_BYTES) return undefined
     return readFileSync(fd)
   } catch {
     return undefined
