@@ -109,7 +109,7 @@ describe("the events socket refused and gone", () => {
 
     // An event the board sees: its last id.
     await createTask("Before the gap")
-    await expect.poll(() => page.locator(".card", { hasText: "Before the gap" }).count()).toBe(1)
+    await expect.poll(() => page.locator(".card", { hasText: "Before the gap" }).count(), { timeout: 5000 }).toBe(1)
     const [{ last }] = (await server.query<{ last: number }>("SELECT MAX(id) AS last FROM events")) as [
       { last: number }
     ]

@@ -130,6 +130,47 @@ describe("live updates over the events socket", () => {
     await expect.poll(() => page.locator(".card", { hasText: "Pushed by the socket" }).count()).toBe(0)
   })
 
+  it("keeps a task event that arrives while the board's read is on its way", async () => {
+    // Every read of the tasks is answered by the server at once but handed to the page only when
+    // released: the first reads before the event, the ones after it (the read again that the
+    // socket's opening asks for) not until the end, so only the event can put the card there.
+    const held: Array<{ readonly release: () => Promise<void> }> = []
+    const tasksPath = /\/api\/tasks(\?|$)/
+    await page.route(tasksPath, async (route) => {
+      if (route.request().method() !== "GET") return route.continue()
+      const response = await route.fetch()
+      held.push({ release: () => route.fulfill({ response }).catch(() => {}) })
+    })
+    try {
+      const before = sockets.length
+      // Not waiting for the load event: the page's preloaded reads are among the held ones.
+      await page.goto(`${server.url}/`, { waitUntil: "commit" })
+      await expect.poll(() => sockets.length, { timeout: 5000 }).toBeGreaterThan(before)
+      await expect.poll(() => page.locator(".live-text").textContent()).toBe("Live")
+      await expect.poll(() => held.length).toBeGreaterThan(0)
+      // Made after the server answered the held read, so that answer does not have it.
+      const created = await page.evaluate(async () => {
+        const r = await fetch("/api/tasks", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ title: "Made during the read" })
+        })
+        return r.json()
+      })
+      push("task.created", created)
+      await page.waitForTimeout(100)
+      for (const read of held.splice(0)) await read.release()
+      const card = page.getByRole("region", { name: "Backlog", exact: true }).locator(".card", {
+        hasText: "Made during the read"
+      })
+      await expect.poll(() => card.count()).toBe(1)
+      await expect.poll(() => page.locator(".card", { hasText: "Watched task" }).count()).toBe(1)
+    } finally {
+      await page.unroute(tasksPath)
+      for (const read of held.splice(0)) await read.release()
+    }
+  })
+
   it("streams run.log events of the shown run into Run log, and subscribes to its topic", async () => {
     await page.goto(`${server.url}/tasks/${taskId}`)
     const log = page.getByRole("region", { name: "Run log" })

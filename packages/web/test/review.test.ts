@@ -176,10 +176,13 @@ describe("reviews and the run log", () => {
     // The wheel scrolls smoothly: on a loaded machine the animation takes longer than a second.
     await page.mouse.wheel(0, -100_000)
     await expect.poll(() => follow.isChecked(), { timeout: 10_000 }).toBe(false)
-    await expect.poll(() => log.evaluate((el) => el.scrollTop), { timeout: 10_000 }).toBe(0)
+    // Where the wheel leaves the view: near the top (a loaded machine's Chromium may end the
+    // animation a few lines short of it), and there it stays while lines arrive.
+    const rest = await restingScrollTop(log)
+    expect(rest).toBeLessThan(await log.evaluate((el) => el.scrollHeight / 4))
     const seen = await lines.count()
     await expect.poll(() => lines.count(), { timeout: 10_000 }).toBeGreaterThan(seen + 5)
-    expect(await log.evaluate((el) => el.scrollTop)).toBe(0)
+    expect(await log.evaluate((el) => el.scrollTop)).toBe(rest)
     expect(await atEnd(log)).toBe(false)
 
     // "Follow the end" again: back at the end, and kept there to the run's last line.
@@ -202,6 +205,18 @@ describe("reviews and the run log", () => {
     expectNoPageProblems(page)
   })
 })
+
+/** The log box's scroll position once it has stopped moving (the same over a quarter of a second). */
+const restingScrollTop = async (log: Locator): Promise<number> => {
+  const deadline = Date.now() + 10_000
+  let last = await log.evaluate((el) => el.scrollTop)
+  for (;;) {
+    await new Promise((done) => setTimeout(done, 250))
+    const now = await log.evaluate((el) => el.scrollTop)
+    if (now === last || Date.now() > deadline) return now
+    last = now
+  }
+}
 
 /** The log box is scrolled to its end. */
 const atEnd = (log: Locator) => log.evaluate((el) => el.scrollTop + el.clientHeight >= el.scrollHeight - 8)

@@ -77,6 +77,35 @@ const taskOf = (data: unknown): TaskItem | undefined => {
     : undefined
 }
 
+/** A task event as a change to the board of one project (or of all): the task to show, or the id to drop. */
+type TaskChange = { readonly show: TaskItem } | { readonly drop: number }
+
+/** The change an event makes to the board filtered on `project`; undefined when the board must be read again. */
+const taskChange = (event: LiveEvent, project: string): TaskChange | undefined => {
+  if (event.type === "task.deleted") {
+    const id = (event.data as { id?: unknown } | null)?.id
+    return typeof id === "number" ? { drop: id } : undefined
+  }
+  const task = taskOf(event.data)
+  if (task === undefined || (project !== "" && task.project_id === undefined)) return undefined
+  return project === "" || task.project_id === project ? { show: task } : { drop: task.id }
+}
+
+/** The board's tasks after a change; the same map when it changes nothing (an older copy of a task, say). */
+const applyChange = (tasks: Tasks, change: TaskChange, pendingMoves: ReadonlyMap<number, TaskStatus>): Tasks => {
+  if ("drop" in change) {
+    if (!tasks.has(change.drop)) return tasks
+    const next = new Map(tasks)
+    next.delete(change.drop)
+    return next
+  }
+  const task = change.show
+  const old = tasks.get(task.id)
+  if (old !== undefined && old.updated_at > task.updated_at) return tasks
+  // A move on its way keeps the card where the user put it until the server answers.
+  return new Map(tasks).set(task.id, pendingMoves.has(task.id) ? (old ?? task) : task)
+}
+
 const byRecent = (a: TaskItem, b: TaskItem) =>
   a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : b.id - a.id
 
@@ -266,6 +295,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
   const again = useRef(false)
   const mounted = useRef(false)
   const pendingMoves = useRef(new Map<number, TaskStatus>())
+  const changesSinceRead = useRef<Array<TaskChange>>([])
   const reloadTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
   const canWrite = me.scopes.includes("tasks:write") || me.scopes.includes("admin")
 
@@ -287,6 +317,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
     }
     loading.current = true
     again.current = false
+    changesSinceRead.current = []
     const project = savedFilters.project
     try {
       // The labels' colours come with the first drawing of the cards, not in a second one.
@@ -297,6 +328,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
       if (!mounted.current || project !== savedFilters.project) return
       performance.mark("board:data")
       setError(undefined)
+      const changes = changesSinceRead.current
       setTasks((prev) => {
         const next = new Map<number, TaskItem>()
         for (const t of list) {
@@ -309,7 +341,7 @@ export const Board = ({ me }: { readonly me: Me }) => {
             (old.updated_at > fresh.updated_at || (old.updated_at === fresh.updated_at && old.status === fresh.status))
           next.set(t.id, kept ? old : fresh)
         }
-        return next
+        return changes.reduce<Tasks>((map, change) => applyChange(map, change, pendingMoves.current), next)
       })
     } catch (e) {
       if (mounted.current && project === savedFilters.project) setError(e)
@@ -344,32 +376,13 @@ export const Board = ({ me }: { readonly me: Me }) => {
 
   useLiveRefresh(() => void load())
   useLiveEvents((event: LiveEvent) => {
-    if (event.type === "task.deleted") {
-      const id = (event.data as { id?: unknown } | null)?.id
-      if (typeof id === "number") {
-        setTasks((prev) => {
-          if (prev === undefined || !prev.has(id)) return prev
-          const next = new Map(prev)
-          next.delete(id)
-          return next
-        })
-      }
-      return
-    }
-    if (event.type === "task.created" || event.type === "task.updated") {
-      const task = taskOf(event.data)
+    if (event.type === "task.deleted" || event.type === "task.created" || event.type === "task.updated") {
       const project = savedFilters.project
-      if (task === undefined || (project !== "" && task.project_id === undefined)) return reloadSoon()
-      const belongs = project === "" || task.project_id === project
-      setTasks((prev) => {
-        if (prev === undefined) return prev
-        const old = prev.get(task.id)
-        if (old !== undefined && old.updated_at > task.updated_at) return prev
-        const next = new Map(prev)
-        if (belongs) next.set(task.id, pendingMoves.current.has(task.id) ? (old ?? task) : task)
-        else next.delete(task.id)
-        return next
-      })
+      const change = taskChange(event, project)
+      if (change === undefined) return reloadSoon()
+      // A read on its way may have been answered before this change: it is applied again on its answer.
+      if (loading.current) changesSinceRead.current.push(change)
+      setTasks((prev) => (prev === undefined ? prev : applyChange(prev, change, pendingMoves.current)))
       return
     }
     // A run moves its task (started: in progress; completed: in review).
