@@ -18,6 +18,7 @@ import {
 import { migrate, StoreUnmigrated } from "@taskwright/core/internal"
 import { serve, VERSION } from "@taskwright/server"
 import { Cause, Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { collectStartupGarbage, STARTUP_SETTLE } from "./startupGarbage.js"
 
 const dataDir = Options.directory("data-dir").pipe(
   Options.withDescription("where the SQLite file, agents.json and worktrees live (default ./data)"),
@@ -79,6 +80,7 @@ const serveCommand = Command.make(
         `Taskwright ${VERSION} listening on ${running.url}` +
           (keyFile === undefined ? "" : `\nFirst start: admin API key written to ${keyFile} (mode 0600)`)
       )
+      yield* Effect.sleep(STARTUP_SETTLE).pipe(Effect.zipRight(collectStartupGarbage), Effect.forkScoped)
       return yield* Effect.never
     }).pipe(Effect.scoped)
 ).pipe(Command.withDescription("start the HTTP server"))

@@ -1,0 +1,77 @@
+/**
+ * The one full collection `taskwright serve` runs after start-up (src/startupGarbage.ts): it is a
+ * full (mark-compact) collection, it leaves no `gc` behind for other code, and the built server
+ * runs it once, soon after it listens.
+ */
+import { spawn } from "node:child_process"
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { constants, PerformanceObserver } from "node:perf_hooks"
+import { runInNewContext } from "node:vm"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { collectStartupGarbage } from "../src/startupGarbage.js"
+
+const bin = join(__dirname, "..", "dist", "main.js")
+
+describe("the collection after start-up", () => {
+  let root = ""
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), "taskwright-gc-"))
+  })
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true })
+  })
+
+  it("is a full collection, and exposes no gc to this context or any later one", async () => {
+    const kinds: Array<number> = []
+    const observer = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        // A gc entry's `detail` ({ kind, flags }) is not in this @types/node's PerformanceEntry.
+        const detail: unknown = Reflect.get(entry, "detail")
+        if (typeof detail === "object" && detail !== null && "kind" in detail && typeof detail.kind === "number") {
+          kinds.push(detail.kind)
+        }
+      }
+    })
+    observer.observe({ entryTypes: ["gc"] })
+    try {
+      Effect.runSync(collectStartupGarbage)
+      await expect.poll(() => kinds).toContain(constants.NODE_PERFORMANCE_GC_MAJOR)
+    } finally {
+      observer.disconnect()
+    }
+    expect("gc" in globalThis).toBe(false)
+    expect(runInNewContext("typeof gc")).toBe("undefined")
+  })
+
+  it("runs once in a serving process, a second or so after it listens", async () => {
+    // --trace-gc prints each collection, with its reason: "testing" for gc(), which nothing else calls.
+    const server = spawn(
+      process.execPath,
+      ["--trace-gc", bin, "serve", "--port", "0", "--data-dir", join(root, "data")],
+      {
+        env: { PATH: process.env.PATH ?? "", HOME: root, TASKWRIGHT_CODE_CACHE: "off", TASKWRIGHT_SANDBOX: "off" },
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    let out = ""
+    server.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString()
+    })
+    const forced = () => out.split("\n").filter((line) => line.includes("Mark-Compact") && line.includes("testing"))
+    try {
+      await expect.poll(() => out.includes("listening on"), { timeout: 20_000, interval: 100 }).toBe(true)
+      expect(forced()).toHaveLength(0)
+      await expect.poll(forced, { timeout: 10_000, interval: 100 }).toHaveLength(1)
+      // Once: nothing collects for start-up again.
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+      expect(forced()).toHaveLength(1)
+      expect(server.exitCode).toBeNull()
+    } finally {
+      server.kill("SIGTERM")
+      await new Promise((resolve) => server.once("exit", resolve))
+    }
+  })
+})
