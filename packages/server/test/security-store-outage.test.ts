@@ -11,6 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { settingsFromEnv } from "@taskwright/core"
 import { type RunningServer, serve } from "@taskwright/server"
+import { waitFor } from "@taskwright/testing"
 import { Logger, Option, Redacted } from "effect"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -65,9 +66,9 @@ describe("the store going away and coming back (PostgreSQL)", () => {
     key = Option.getOrThrow(Option.map(server.started.bootstrap.adminKey, Redacted.value))
     // The agent sandbox's status is logged a moment after the server starts answering: wait for
     // it, so that the lines the outage logs are the only new ones.
-    const deadline = Date.now() + 20_000
-    while (!lines.some((line) => line.includes("agent sandbox")) && Date.now() < deadline) await sleep(50)
-    expect(lines.filter((line) => line.includes("agent sandbox"))).toHaveLength(1)
+    const sandboxLines = () => lines.filter((line) => line.includes("agent sandbox")).length
+    await waitFor(sandboxLines, (n) => n > 0, { what: "the agent sandbox's status line", intervalMs: 50 })
+    expect(sandboxLines()).toBe(1)
   }, 60_000)
   afterAll(async () => {
     await server?.close()
