@@ -2,16 +2,16 @@
  * The `taskwright` command's code cache (src/start.ts), on the built binary: written once and then
  * read, replaced when V8 refuses it, and never read from a place someone else could have written.
  */
-import { execFile, spawn } from "node:child_process"
+import { execFile } from "node:child_process"
 import { createHash } from "node:crypto"
 import { chmod, chown, lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { bin, startServe } from "./serve-helpers.js"
 
 const dist = join(__dirname, "..", "dist")
-const bin = join(dist, "main.js")
 const run = promisify(execFile)
 
 /** `taskwright --version` with the cache setting and HOME given; answers what it printed. */
@@ -170,25 +170,19 @@ describe("the code cache", () => {
   it("is written by a running server once it has started", async () => {
     const dir = join(root, "serve")
     const data = join(root, "serve-data")
-    const server = spawn(process.execPath, [bin, "serve", "--port", "0", "--data-dir", data], {
-      env: { PATH: process.env.PATH ?? "", HOME: root, TASKWRIGHT_CODE_CACHE: dir, TASKWRIGHT_SANDBOX: "off" },
-      stdio: ["ignore", "pipe", "pipe"]
+    const server = startServe(data, {
+      PATH: process.env.PATH ?? "",
+      HOME: root,
+      TASKWRIGHT_CODE_CACHE: dir,
+      TASKWRIGHT_SANDBOX: "off"
     })
     try {
-      await new Promise<void>((resolve, reject) => {
-        let out = ""
-        server.stdout.on("data", (chunk: Buffer) => {
-          out += chunk.toString()
-          if (out.includes("listening on")) resolve()
-        })
-        server.once("exit", (code) => reject(new Error(`the server exited (${code})`)))
-      })
+      await server.listening
       // Written some 2 s after start while the server runs (not at its exit).
       await expect.poll(() => caches(dir).catch(() => []), { timeout: 10_000, interval: 200 }).toHaveLength(1)
-      expect(server.exitCode).toBeNull()
+      expect(server.child.exitCode).toBeNull()
     } finally {
-      server.kill("SIGTERM")
-      await new Promise((resolve) => server.once("exit", resolve))
+      await server.stop()
     }
   })
 })

@@ -3,7 +3,6 @@
  * full (mark-compact) collection, it leaves no `gc` behind for other code, and the built server
  * runs it once, soon after it listens.
  */
-import { spawn } from "node:child_process"
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -12,8 +11,7 @@ import { runInNewContext } from "node:vm"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { collectStartupGarbage } from "../src/startupGarbage.js"
-
-const bin = join(__dirname, "..", "dist", "main.js")
+import { startServe } from "./serve-helpers.js"
 
 describe("the collection after start-up", () => {
   let root = ""
@@ -48,30 +46,26 @@ describe("the collection after start-up", () => {
 
   it("runs once in a serving process, a second or so after it listens", async () => {
     // --trace-gc prints each collection, with its reason: "testing" for gc(), which nothing else calls.
-    const server = spawn(
-      process.execPath,
-      ["--trace-gc", bin, "serve", "--port", "0", "--data-dir", join(root, "data")],
-      {
-        env: { PATH: process.env.PATH ?? "", HOME: root, TASKWRIGHT_CODE_CACHE: "off", TASKWRIGHT_SANDBOX: "off" },
-        stdio: ["ignore", "pipe", "pipe"]
-      }
+    const server = startServe(
+      join(root, "data"),
+      { PATH: process.env.PATH ?? "", HOME: root, TASKWRIGHT_CODE_CACHE: "off", TASKWRIGHT_SANDBOX: "off" },
+      ["--trace-gc"]
     )
-    let out = ""
-    server.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString()
-    })
-    const forced = () => out.split("\n").filter((line) => line.includes("Mark-Compact") && line.includes("testing"))
+    const forced = () =>
+      server
+        .output()
+        .split("\n")
+        .filter((line) => line.includes("Mark-Compact") && line.includes("testing"))
     try {
-      await expect.poll(() => out.includes("listening on"), { timeout: 20_000, interval: 100 }).toBe(true)
+      await server.listening
       expect(forced()).toHaveLength(0)
       await expect.poll(forced, { timeout: 10_000, interval: 100 }).toHaveLength(1)
       // Once: nothing collects for start-up again.
       await new Promise((resolve) => setTimeout(resolve, 1500))
       expect(forced()).toHaveLength(1)
-      expect(server.exitCode).toBeNull()
+      expect(server.child.exitCode).toBeNull()
     } finally {
-      server.kill("SIGTERM")
-      await new Promise((resolve) => server.once("exit", resolve))
+      await server.stop()
     }
   })
 })
