@@ -22,11 +22,11 @@ export const LIST_SQL = `SELECT ${LIST_COLUMNS} FROM tasks ${LIST_WHERE} ORDER B
  * On PostgreSQL the page's ids are picked from the filter's index alone, then fetched by id: the
  * plain form is planned as a backward walk of the primary key that filters (slow when the newest
  * tasks have another status). The peers run this page and the count from `task_counts` side by
- * side; Taskwright's `TasksRepo` runs both in one statement, this one (the filter's `$1` and `$2`
- * serve both).
+ * side; Taskwright's `TasksRepo` runs both in one statement, this one, the count a scalar
+ * subquery on every row (the filter's `$1` and `$2` serve both).
  */
-const LIST_PAGE_PG = `SELECT ${LIST_COLUMNS} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks WHERE owner_id = $1 AND status = $2 ORDER BY id DESC LIMIT $3 OFFSET $4)) ORDER BY id DESC`
-export const LIST_SQL_PG = `SELECT c.total, p.* FROM (SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = $1 AND status = $2) AS c LEFT JOIN LATERAL (${LIST_PAGE_PG}) AS p ON true ORDER BY p.id DESC`
+const LIST_FROM_PG = `FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks WHERE owner_id = $1 AND status = $2 ORDER BY id DESC LIMIT $3 OFFSET $4)) ORDER BY id DESC`
+export const LIST_SQL_PG = `SELECT (SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = $1 AND status = $2) AS total, ${LIST_COLUMNS} ${LIST_FROM_PG}`
 /** The list statement of a dialect. */
 export const listSql = (pg) => (pg ? LIST_SQL_PG : LIST_SQL)
 export const LIST_PARAMS = [BENCH_USER_ID, "todo", 50, 0]

@@ -235,7 +235,7 @@ describe.each(testStores())("API on %s", (store) => {
         key: u.key
       })
       expect(none.body).toMatchObject({ tasks: [], total: 0 })
-      // A page past the end still says how many there are (on PostgreSQL one statement reads both).
+      // A page past the end still says how many there are (on PostgreSQL the count then runs on its own).
       const past = await s.request<{ tasks: Array<Task>; total: number }>("GET", "/api/tasks?priority=high&offset=4", {
         key: u.key
       })
