@@ -1,7 +1,9 @@
 /**
  * The one full collection `taskwright serve` runs after start-up (src/startupGarbage.ts): it is a
  * full (mark-compact) collection, it leaves no `gc` behind for other code, and the built server
- * runs it once, soon after it listens.
+ * runs it once, some seconds after it listens. Whether V8 then gives the young generation back
+ * depends on what the process allocated in the seconds before, so that is measured (idle RSS in
+ * the bench), not asserted.
  */
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
@@ -44,7 +46,7 @@ describe("the collection after start-up", () => {
     expect(runInNewContext("typeof gc")).toBe("undefined")
   })
 
-  it("runs once in a serving process, a second or so after it listens", async () => {
+  it("runs once in a serving process, some seconds after it listens", async () => {
     // --trace-gc prints each collection, with its reason: "testing" for gc(), which nothing else calls.
     const server = startServe(
       join(root, "data"),
@@ -59,7 +61,7 @@ describe("the collection after start-up", () => {
     try {
       await server.listening
       expect(forced()).toHaveLength(0)
-      await expect.poll(forced, { timeout: 10_000, interval: 100 }).toHaveLength(1)
+      await expect.poll(forced, { timeout: 15_000, interval: 100 }).toHaveLength(1)
       // Once: nothing collects for start-up again.
       await new Promise((resolve) => setTimeout(resolve, 1500))
       expect(forced()).toHaveLength(1)
