@@ -316,7 +316,7 @@ const patchWithEventStatement = perPatchShape((fields, owned, key) => {
 })
 
 const toPage = (rows: ReadonlyArray<ListRow>, count: { readonly total: number } | undefined) => ({
-  tasks: rows.map((row) => toListItem(row, row.id)),
+  tasks: rows.map(toListItem),
   total: Number(count?.total ?? 0)
 })
 
@@ -325,11 +325,11 @@ const toPageOf = (rows: ReadonlyArray<PageRow>) => {
   const first = rows[0]
   return first === undefined
     ? undefined
-    : { tasks: rows.map((row) => toListItem(row, row.id)), total: Number(first.total) }
+    : { tasks: rows.map(toListItem), total: Number(first.total) }
 }
 
-const toListItem = (row: Omit<ListRow, "id">, id: TaskId): TaskListItem => ({
-  id: Number(id) as TaskId,
+const toListItem = (row: ListRow): TaskListItem => ({
+  id: Number(row.id) as TaskId,
   title: row.title,
   description: row.description,
   status: row.status,
