@@ -70,8 +70,6 @@ describe("createHarness in plain vitest", () => {
     }
   })
 
-  // Wall time on a shared 2-core machine: under `npm test` other suites' processes compete for the
-  // CPU, so a stalled attempt gets two more; a run that is slow every time still fails.
   it("starts a run of the scripted agent and sees it complete", async () => {
     const project = await h.project()
     const task = await h.as.tasks.create({ title: "Write HARNESS.md", project_id: project.id })
