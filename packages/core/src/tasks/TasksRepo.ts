@@ -323,9 +323,7 @@ const toPage = (rows: ReadonlyArray<ListRow>, count: { readonly total: number } 
 /** A page from {@link PageRow}s; `undefined` when there are none (the total is then unknown). */
 const toPageOf = (rows: ReadonlyArray<PageRow>) => {
   const first = rows[0]
-  return first === undefined
-    ? undefined
-    : { tasks: rows.map(toListItem), total: Number(first.total) }
+  return first === undefined ? undefined : { tasks: rows.map(toListItem), total: Number(first.total) }
 }
 
 const toListItem = (row: ListRow): TaskListItem => ({
