@@ -18,7 +18,7 @@ import {
 import { migrate, StoreUnmigrated } from "@taskwright/core/internal"
 import { serve, VERSION } from "@taskwright/server"
 import { Cause, Console, Duration, Effect, Layer, Option, Redacted } from "effect"
-import { collectStartupGarbage, STARTUP_SETTLE } from "./startupGarbage.js"
+import { releaseYoungGeneration } from "./youngGeneration.js"
 
 const dataDir = Options.directory("data-dir").pipe(
   Options.withDescription("where the SQLite file, agents.json and worktrees live (default ./data)"),
@@ -73,6 +73,7 @@ const serveCommand = Command.make(
         ),
         (s) => Effect.promise(() => s.close())
       )
+      yield* Effect.sync(releaseYoungGeneration)
       const keyFile = Option.getOrUndefined(running.adminKeyFile)
       yield* print(
         o.json,
@@ -80,7 +81,6 @@ const serveCommand = Command.make(
         `Taskwright ${VERSION} listening on ${running.url}` +
           (keyFile === undefined ? "" : `\nFirst start: admin API key written to ${keyFile} (mode 0600)`)
       )
-      yield* Effect.sleep(STARTUP_SETTLE).pipe(Effect.zipRight(collectStartupGarbage), Effect.forkScoped)
       return yield* Effect.never
     }).pipe(Effect.scoped)
 ).pipe(Command.withDescription("start the HTTP server"))

@@ -31,6 +31,7 @@ import { homedir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Script } from "node:vm"
+import { holdYoungGeneration, withStartupFlags } from "./youngGeneration.js"
 
 const bundle = fileURLToPath(new URL("./cli.cjs", import.meta.url))
 
@@ -124,7 +125,9 @@ const compile = (): Wrapper => {
     const write = () => {
       if (written) return
       written = true
-      writeCache(dir, file, buildTag, script.createCachedData())
+      // Made under the flags the next start compiles with: V8 refuses a cache made under others.
+      const data = withStartupFlags(() => script.createCachedData())
+      writeCache(dir, file, buildTag, data)
     }
     // After start-up, so the cache holds the functions it compiled; at exit for a command that ends sooner.
     setTimeout(write, WRITE_AFTER_MS).unref()
@@ -133,5 +136,7 @@ const compile = (): Wrapper => {
   return script.runInThisContext()
 }
 
+// Before the bundle compiles: V8 checks a code cache against the flags it was made with.
+holdYoungGeneration()
 const module = { exports: {} }
 compile()(module.exports, createRequire(bundle), module, bundle, dirname(bundle))
