@@ -349,8 +349,9 @@ const measureServer = async ({
   record.startRssMiB = memory(started.pid)?.rssMiB ?? null
   // Idle: untouched for IDLE_SETTLE_MS, so V8's memory reducer (it runs some 8 s after allocation
   // stops, shrinking the young generation start-up grew) has had its turn, for every server alike.
-  // Once per server and store: the first main round.
-  if (phase === "main" && round === 1) {
+  // At every start of the main rounds: the first start of a new build compiles the whole bundle
+  // and writes the code cache (a cold start), which leaves more behind than the starts after it.
+  if (phase === "main") {
     await sleep(IDLE_SETTLE_MS - 500)
     record.idleRssMiB = memory(started.pid)?.rssMiB ?? null
   }

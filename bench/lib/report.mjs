@@ -226,7 +226,10 @@ export const startupTable = (starts, names) => {
         .join(" / "),
       fmt.int(mean(list.map((s) => s.startupMs))),
       fmt.mib(mean(list.map((s) => s.startRssMiB))),
-      fmt.mib(mean(list.map((s) => s.idleRssMiB))),
+      list
+        .filter((s) => s.idleRssMiB != null)
+        .map((s) => `${fmt.mib(s.idleRssMiB)}${s.codeCache === "cold" ? " (cold)" : ""}`)
+        .join(" / ") || "–",
       list.map((s) => (s.stop ? (s.stop.clean ? "clean" : `UNCLEAN (${describeStop(s.stop)})`) : "–")).join(" / ")
     ])
   }
@@ -236,7 +239,7 @@ export const startupTable = (starts, names) => {
       "start-up ms per start",
       "start-up ms mean",
       "RSS MiB 0.5 s after start",
-      "idle RSS MiB (12 s idle)",
+      "idle RSS MiB per start (12 s idle)",
       "SIGTERM shutdown"
     ],
     rows
