@@ -1,13 +1,13 @@
 /** The built `taskwright` binary, driven as a user would from a shell. */
-import { execFile, spawn } from "node:child_process"
+import { execFile } from "node:child_process"
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import Database from "better-sqlite3"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { bin, inheritedEnv, startServe } from "./serve-helpers.js"
 
-const bin = join(__dirname, "..", "dist", "main.js")
 const run = promisify(execFile)
 
 const cli = async (args: ReadonlyArray<string>) => {
@@ -167,25 +167,18 @@ describe("taskwright CLI", () => {
 
   it("serves on the given port, writes the admin key 0600, and the key works", async () => {
     const data = join(dir, "serve")
-    const child = spawn("node", [bin, "serve", "--data-dir", data, "--port", "0", "--json"], {
-      stdio: ["ignore", "pipe", "pipe"]
-    })
+    const server = startServe(data, inheritedEnv(), [], ["--json"])
     try {
-      const line = await new Promise<string>((resolve, reject) => {
-        child.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString()))
-        child.once("exit", (code) => reject(new Error(`exited ${code}`)))
-      })
-      const started = JSON.parse(line) as { url: string; admin_key_file: string }
+      const started = JSON.parse(await server.listening) as { url: string; admin_key_file: string }
       expect((await stat(started.admin_key_file)).mode & 0o777).toBe(0o600)
       const key = (await readFile(started.admin_key_file, "utf8")).trim()
       const r = await fetch(`${started.url}/api/tasks`, { headers: { authorization: `Bearer ${key}` } })
       expect(r.status).toBe(200)
       expect(await r.json()).toMatchObject({ tasks: [], total: 0 })
     } finally {
-      child.kill("SIGTERM")
-      await new Promise((resolve) => child.once("exit", resolve))
+      await server.stop()
     }
-    expect(child.exitCode === 0 || child.signalCode === "SIGTERM").toBe(true)
+    expect(server.child.exitCode === 0 || server.child.signalCode === "SIGTERM").toBe(true)
   })
 
   it("serves HTTPS with --tls-cert and --tls-key, and its session cookie is Secure", async () => {
@@ -212,20 +205,14 @@ describe("taskwright CLI", () => {
       cert
     ])
     expect((await cli(["serve", "--data-dir", data, "--tls-cert", cert])).stderr).toMatch(/go together/)
-    const child = spawn(
-      "node",
-      [bin, "serve", "--data-dir", data, "--port", "0", "--tls-cert", cert, "--tls-key", key, "--json"],
-      {
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...process.env, NODE_EXTRA_CA_CERTS: cert }
-      }
+    const server = startServe(
+      data,
+      { ...inheritedEnv(), NODE_EXTRA_CA_CERTS: cert },
+      [],
+      ["--tls-cert", cert, "--tls-key", key, "--json"]
     )
     try {
-      const line = await new Promise<string>((resolve, reject) => {
-        child.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString()))
-        child.once("exit", (code) => reject(new Error(`exited ${code}`)))
-      })
-      const started = JSON.parse(line) as { url: string }
+      const started = JSON.parse(await server.listening) as { url: string }
       expect(started.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/)
       // Checked with the certificate as the only trusted root.
       const { stdout } = await run("curl", ["-sS", "--cacert", cert, `${started.url}/api/health`])
@@ -259,8 +246,7 @@ describe("taskwright CLI", () => {
       ])
       expect(headers).toMatch(/^set-cookie: service_session=[^\r\n]*; Secure/im)
     } finally {
-      child.kill("SIGTERM")
-      await new Promise((resolve) => child.once("exit", resolve))
+      await server.stop()
     }
   })
 })
