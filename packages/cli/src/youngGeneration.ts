@@ -38,7 +38,9 @@ export const releaseYoungGeneration = (): void => growthFactor(DEFAULT_GROWTH_FA
 /**
  * `f` run with the flags start-up ran with. V8 refuses a code cache made under other flags (it
  * hashes them), so a cache written after the server released the young generation would be
- * refused at every start.
+ * refused at every start. It releases the young generation after `f`: on a start slower than the
+ * cache's two seconds that comes before the server listens, which costs memory, not correctness
+ * (the entry and the bundle each hold a copy of this module, so neither can know the other's state).
  */
 export const withStartupFlags = <A>(f: () => A): A => {
   holdYoungGeneration()
