@@ -25,11 +25,13 @@ const RENDER_BUDGET_MS = 300
  * The 300 ms target is a performance figure, and those live in `npm run bench`, which runs this
  * file with `TASKWRIGHT_BOARD_BUDGET=strict` (and on a quiet machine). Within `npm test`, beside the
  * other test files and on whatever machine CI has, the same measurement only guards against a
- * gross regression: three times the budget. A browser's start of a fresh context alone moves the
- * figure by 100 ms from one machine to another.
+ * gross regression (a render that grows with the square of the cards, a request per card): ten
+ * times the budget. The machine alone moves the figure threefold: 240 to 333 ms on the machines of
+ * bench runs 1 to 4, a median of 920 to 1,140 ms on a slow day of run 11's machine, with the
+ * script alone arriving 250 to 680 ms after the navigation's start.
  */
 const STRICT = process.env.TASKWRIGHT_BOARD_BUDGET === "strict"
-const RENDER_LIMIT_MS = STRICT ? RENDER_BUDGET_MS : 3 * RENDER_BUDGET_MS
+const RENDER_LIMIT_MS = STRICT ? RENDER_BUDGET_MS : 10 * RENDER_BUDGET_MS
 const TASKS = 1000
 
 const STATUSES = ["backlog", "todo", "in_progress", "in_review", "done", "cancelled"] as const
