@@ -254,30 +254,31 @@ describe("close()", () => {
       const entry = resolve(__dirname, "../dist/index.js")
       await writeFile(
         script,
-        `const started = performance.now()
-const { createTaskwright } = await import(${JSON.stringify(entry)})
+        `const { createTaskwright } = await import(${JSON.stringify(entry)})
 const tw = await createTaskwright({ database: ${JSON.stringify(join(dir, "tw.db"))} })
 await tw.as("admin@localhost").tasks.create({ title: "written" })
 await tw.close()
-console.log(JSON.stringify({ closed: true, ms: performance.now() - started }))
+console.log(JSON.stringify({ closed: true }))
 `
       )
       const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((done) => {
         const child = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "inherit"] })
         // A close that never settles keeps the script alive: killed, it fails the test below.
         const stuck = setTimeout(() => child.kill("SIGKILL"), 20_000)
-        child.on("exit", () => clearTimeout(stuck))
         let out = ""
         child.stdout.on("data", (c: Buffer) => {
           out += c.toString()
         })
-        child.on("exit", (c) => done({ code: c, stdout: out }))
+        child.on("exit", (c) => {
+          clearTimeout(stuck)
+          done({ code: c, stdout: out })
+        })
       })
       expect(code).toBe(0)
       // Exiting by itself is the check: a timer or a worker left behind by close() would keep the
       // script alive until the kill above. How long it takes is a figure for a benchmark, not a
       // bound here (a 2 s bound failed a CI run at 2.07 s on a slow machine).
-      const report = JSON.parse(stdout.trim()) as { closed: boolean; ms: number }
+      const report = JSON.parse(stdout.trim()) as { closed: boolean }
       expect(report.closed).toBe(true)
     } finally {
       await rm(dir, { recursive: true, force: true })
