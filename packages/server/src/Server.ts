@@ -176,10 +176,10 @@ const watchConnections = (server: Server, max: number, secure: boolean): Connect
     const connection = new Connection(socket)
     connections.set(socket, connection)
     idle.push(connection)
+    // The record goes with the socket (the WeakMap does not hold it); only the idle list must let go.
     socket.once("close", () => {
       open--
       idle.remove(connection)
-      connection.request = undefined
     })
   })
   // An upgraded connection (the events socket) is in use for as long as it lives.
