@@ -152,7 +152,8 @@ const onClientError = (error: Error & { readonly code?: string }, socket: Socket
  * the whole of it), an answer the client stopped reading. Node applies it to a request being
  * handled too, and would cut a handler that works for a while before answering (a clone for
  * `POST /api/projects` or `POST /api/review/pr`). So from the moment a request has fully arrived
- * until its answer starts, its connection is spared.
+ * until its answer starts, its connection is spared; a client that pipelines has its next request
+ * arrive before the answer to the one before, so a connection counts the requests it has in hand.
  *
  * The request listener reports arrivals and answers ({@link ConnectionWatch}), where listeners on
  * each request and response cost several microseconds. Neither report allocates: each connection
@@ -189,7 +190,8 @@ const watchConnections = (server: Server, max: number, secure: boolean): Connect
   })
   // A listener here answers Node's question "is anyone handling this timeout?": otherwise it destroys the socket.
   server.on("timeout", (socket: Socket) => {
-    if (connections.get(socket)?.request?.complete === true) return
+    const connection = connections.get(socket)
+    if (connection !== undefined && connection.isHandling()) return
     socket.destroy()
   })
   return {
@@ -197,24 +199,36 @@ const watchConnections = (server: Server, max: number, secure: boolean): Connect
       const connection = connections.get(socket)
       if (connection === undefined) return
       idle.remove(connection)
-      connection.request = req
+      connection.inHand++
+      connection.latest = req
     },
     answered: (socket) => {
       const connection = connections.get(socket)
       if (connection === undefined) return
-      connection.request = undefined
+      if (connection.inHand > 0) connection.inHand--
+      // A pipelining client's next request may have arrived before this answer: still in use.
+      if (connection.inHand > 0) return
+      connection.latest = undefined
       if (!socket.destroyed) idle.push(connection)
     }
   }
 }
 
-/** One open connection: the request a handler has, if any, and its links in the idle list. */
+/** One open connection: the requests its handlers have, and its links in the idle list. */
 class Connection {
-  request: IncomingMessage | undefined = undefined
+  /** Requests that arrived and are not answered yet: more than one when the client pipelines. */
+  inHand = 0
+  /** The last request that arrived: the only one whose body may still be coming. */
+  latest: IncomingMessage | undefined = undefined
   older: Connection | undefined = undefined
   newer: Connection | undefined = undefined
   isIdle = false
   constructor(readonly socket: Socket) {}
+
+  /** Whether a handler works on a request that has fully arrived (so the idle timer must spare it). */
+  isHandling(): boolean {
+    return this.inHand > 1 || (this.inHand === 1 && this.latest?.complete === true)
+  }
 }
 
 /** The idle connections, oldest first, linked through their records: no allocation to add or remove one. */

@@ -3,7 +3,7 @@
  * sends nothing is closed at the headers timeout, a keep-alive connection soon after its answer,
  * one that stops reading its answers at the idle timeout,
  * and a request whose handler works longer than both (a project cloned from a slow ssh remote
- * before the answer) still gets its answer.
+ * before the answer) still gets its answer, also when it was pipelined behind a quicker one.
  */
 import { execFileSync } from "node:child_process"
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises"
@@ -21,6 +21,8 @@ const KEEP_ALIVE_MS = 500
 const REQUEST_MS = 1_500
 /** How long the ssh remote takes before it answers: longer than every timeout above together. */
 const SLOW_REMOTE_MS = 7_000
+/** How long a remote whose path says "quick" takes: less than the idle timeout. */
+const QUICK_REMOTE_MS = 1_000
 
 /** Opens a connection, writes `request` (if any) and answers what came back and when the server closed it. */
 const exchange = (port: number, request: string | null) =>
@@ -50,7 +52,13 @@ describe("idle connections and requests being handled", () => {
     dir = await mkdtemp(join(tmpdir(), "tw-timeouts-"))
     // A slow ssh remote: the service's git reaches it through GIT_SSH_COMMAND, as an operator's would.
     const ssh = join(dir, "slow-ssh")
-    await writeFile(ssh, `#!/bin/sh\nsleep ${SLOW_REMOTE_MS / 1000}\nfor last; do :; done\nexec sh -c "$last"\n`)
+    // A remote whose path says "quick" answers after QUICK_REMOTE_MS instead.
+    await writeFile(
+      ssh,
+      "#!/bin/sh\nfor last; do :; done\n" +
+        `case "$last" in *quick*) sleep ${QUICK_REMOTE_MS / 1000} ;; *) sleep ${SLOW_REMOTE_MS / 1000} ;; esac\n` +
+        'exec sh -c "$last"\n'
+    )
     await chmod(ssh, 0o755)
     process.env.GIT_SSH_COMMAND = ssh
     process.env.GIT_SSH_VARIANT = "simple"
@@ -148,5 +156,47 @@ describe("idle connections and requests being handled", () => {
     expect(((await r.json()) as { path: string }).path).toBe(path)
     expect(took).toBeGreaterThanOrEqual(SLOW_REMOTE_MS)
     expect(execFileSync("git", ["-C", path, "log", "--format=%s"], { encoding: "utf8" }).trim()).toBe("slow")
+  }, 30_000)
+
+  it("a slow request pipelined behind a quicker one is spared once the first is answered", async () => {
+    // The first answer comes while the second request is still with its handler: the connection is
+    // not idle then, and the idle timer (which fires between the two answers) must not cut it.
+    const origins = ["quick-origin", "slow-origin"].map((name) => {
+      const origin = join(dir, name)
+      execFileSync("git", ["init", "-q", origin])
+      execFileSync(
+        "git",
+        ["-C", origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", name],
+        { stdio: "pipe" }
+      )
+      return origin
+    })
+    const create = (name: string, origin: string) => {
+      const body = JSON.stringify({ name, path: join(dir, "projects", name), git_url: `ssh://localhost${origin}` })
+      return (
+        `POST /api/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminKey}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+      )
+    }
+    const socket = connect(server.port, "127.0.0.1")
+    let text = ""
+    const closed = new Promise<void>((resolve) => {
+      socket.on("data", (d) => {
+        text += d.toString("latin1")
+        // The second answer follows the first one's body directly, not on a line of its own.
+        if ((text.match(/HTTP\/1\.1 \d{3} /g) ?? []).length === 2) socket.end()
+      })
+      socket.on("error", () => {})
+      socket.on("close", () => resolve())
+    })
+    socket.write(create("pipelined-quick", origins[0] ?? "") + create("pipelined-slow", origins[1] ?? ""))
+    await closed
+    const statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1])
+    expect(statuses, text.slice(0, 500)).toEqual(["201", "201"])
+    expect(
+      execFileSync("git", ["-C", join(dir, "projects", "pipelined-slow"), "log", "--format=%s"], {
+        encoding: "utf8"
+      }).trim()
+    ).toBe("slow-origin")
   }, 30_000)
 })
