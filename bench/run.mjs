@@ -158,8 +158,11 @@ const codeCacheState = () =>
 /** How long a server is left untouched before its idle RSS is read. */
 const IDLE_SETTLE_MS = 12_000
 const STORE_NAMES = { sqlite: "SQLite", pg: "PostgreSQL" }
-/** On PostgreSQL, each server start gets this database, a fresh copy of the seed. */
-const RUN_DB = benchDbName("run")
+/**
+ * On PostgreSQL, each server start gets a fresh copy of the seed: a database per server, since the
+ * servers of a round live side by side.
+ */
+const runDb = (def) => benchDbName(`run_${def.key.toLowerCase()}`)
 
 /**
  * `events`: the peers append one row to `events` in every change's transaction (`--events`);
@@ -169,18 +172,18 @@ const serverDefs = (config, store, { events, taskwrightEvents }) => {
   const node = process.execPath
   const plainEnv = cliEnv({ NODE_ENV: "production" })
   // B and C: one module each, the store chosen on the command line.
-  const storeArgs = (dir) =>
+  const storeArgs = (dir, database) =>
     store === "pg"
-      ? ["--store", "pg", "--database", dbUrl(RUN_DB)]
+      ? ["--store", "pg", "--database", dbUrl(database)]
       : ["--store", "sqlite", "--db", join(dir, "taskwright.db")]
-  const peerArgv = (file) => (port, dir) => [
+  const peerArgv = (file) => (port, dir, database) => [
     node,
     join(ROOT, file),
     "--port",
     String(port),
     "--host",
     "127.0.0.1",
-    ...storeArgs(dir),
+    ...storeArgs(dir, database),
     ...(events ? ["--events"] : [])
   ]
   // Taskwright limits each credential to 1000 requests a minute by default; the bench sends
@@ -192,8 +195,8 @@ const serverDefs = (config, store, { events, taskwrightEvents }) => {
     TASKWRIGHT_CODE_CACHE: CODE_CACHE,
     ...config.aEnv
   })
-  // On PostgreSQL the data dir still holds agents.json and worktrees; the data is in RUN_DB.
-  if (store === "pg") aEnv.DATABASE_URL = dbUrl(RUN_DB)
+  // On PostgreSQL the data dir still holds agents.json and worktrees; the data is in the run's database.
+  const aEnvFor = (database) => (store === "pg" ? { ...aEnv, DATABASE_URL: dbUrl(database) } : aEnv)
   return {
     A: {
       key: "A",
@@ -214,20 +217,34 @@ const serverDefs = (config, store, { events, taskwrightEvents }) => {
         "--data-dir",
         dir
       ],
-      env: aEnv,
+      env: aEnvFor,
       events: taskwrightEvents
     },
-    B: { key: "B", name: NAMES.B, available: true, argv: peerArgv("bench/servers/floor.mjs"), env: plainEnv, events },
-    C: { key: "C", name: NAMES.C, available: true, argv: peerArgv("bench/servers/fastify.mjs"), env: plainEnv, events }
+    B: {
+      key: "B",
+      name: NAMES.B,
+      available: true,
+      argv: peerArgv("bench/servers/floor.mjs"),
+      env: () => plainEnv,
+      events
+    },
+    C: {
+      key: "C",
+      name: NAMES.C,
+      available: true,
+      argv: peerArgv("bench/servers/fastify.mjs"),
+      env: () => plainEnv,
+      events
+    }
   }
 }
 
 const log = (...args) => console.error(...args)
 
-/** CPU seconds of the PostgreSQL backends serving RUN_DB, per pid (null on SQLite). */
-const dbCpuSnapshot = async (ctx) => {
+/** CPU seconds of the PostgreSQL backends serving `database`, per pid (null on SQLite). */
+const dbCpuSnapshot = async (ctx, database) => {
   if (ctx.store !== "pg") return null
-  const pids = await backendPids(ctx.admin, RUN_DB)
+  const pids = await backendPids(ctx.admin, database)
   return new Map(pids.map((pid) => [pid, cpuSeconds(pid)]).filter(([, s]) => s !== null))
 }
 
@@ -253,10 +270,10 @@ const walMiB = (dir) => {
 }
 
 /**
- * The statements the PostgreSQL backends serving RUN_DB were seen running, polled from
+ * The statements the PostgreSQL backends serving `database` were seen running, polled from
  * `pg_stat_activity` until `stop()` (which answers them).
  */
-const watchStatements = (ctx) => {
+const watchStatements = (ctx, database) => {
   const seen = new Set()
   let running = true
   const poll = (async () => {
@@ -264,7 +281,7 @@ const watchStatements = (ctx) => {
       try {
         const r = await ctx.admin.query(
           "SELECT DISTINCT query FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
-          [RUN_DB]
+          [database]
         )
         for (const row of r.rows) if (row.query) seen.add(row.query)
       } catch {}
@@ -279,30 +296,20 @@ const watchStatements = (ctx) => {
 }
 
 /**
- * One server life: fresh copy of the seed, start (timed), idle RSS, checks, then for each
- * endpoint a warm-up and a measured run, then SIGTERM. Answers what was measured.
+ * The start of one server life: a fresh copy of the seed, the start (timed), idle RSS, the checks.
+ * Answers the life: its record, and how to reach and end the server (`started` is null when it
+ * did not start).
  */
-const measureServer = async ({
-  def,
-  seed,
-  oracle,
-  round,
-  phase,
-  endpoints,
-  connections,
-  durationS,
-  warmupS,
-  checkLevel,
-  ctx
-}) => {
-  const { config, loadgen } = ctx
+const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) => {
+  const { config } = ctx
   const pgStore = ctx.store === "pg"
   const dir = join(ctx.runDir, `${def.key}-${phase}-r${round}`)
+  const database = runDb(def)
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(dir, { recursive: true })
   if (pgStore) {
     // A fresh copy of the seeded database; its template has no connection open.
-    await createDatabase(RUN_DB, { template: seed.database })
+    await createDatabase(database, { template: seed.database })
   } else {
     if (!walIsEmpty(seed.file)) throw new Error(`${seed.file}-wal has content: the seed is not a single file`)
     copyFileSync(seed.file, join(dir, "taskwright.db"))
@@ -311,15 +318,15 @@ const measureServer = async ({
     rmSync(dir, { recursive: true, force: true })
     if (!pgStore) return
     try {
-      await dropDatabase(RUN_DB)
+      await dropDatabase(database)
     } catch (e) {
-      log(`  could not drop ${RUN_DB}: ${e.message} (dropped again at exit)`)
+      log(`  could not drop ${database}: ${e.message} (dropped again at exit)`)
     }
   }
   const logFile = join(WORK, "logs", `${def.key}-${pgStore ? "pg-" : ""}${phase}-${seed.name}-r${round}.log`)
   rmSync(logFile, { force: true })
   const port = await freePort()
-  let argv = def.argv(port, dir)
+  let argv = def.argv(port, dir, database)
   if (config.pin) argv = ["taskset", "-c", "0", ...argv]
   const record = {
     phase,
@@ -335,15 +342,23 @@ const measureServer = async ({
     record.build = ctx.build
     record.codeCache = codeCacheState()
   }
-  let started
+  const life = { def, record, dir, database, port, started: null, ended: false, dropCopy }
   try {
-    started = await startServer({ command: argv[0], args: argv.slice(1), env: def.env, cwd: ROOT, logFile, port })
+    life.started = await startServer({
+      command: argv[0],
+      args: argv.slice(1),
+      env: def.env(database),
+      cwd: ROOT,
+      logFile,
+      port
+    })
   } catch (e) {
     record.error = `start failed: ${e.message}`
     log(`  ${def.name}: ${record.error}`)
-    await dropCopy()
-    return { record, measurements: [] }
+    await endLife(life)
+    return life
   }
+  const started = life.started
   record.startupMs = started.startupMs
   await sleep(500)
   record.startRssMiB = memory(started.pid)?.rssMiB ?? null
@@ -355,10 +370,9 @@ const measureServer = async ({
     await sleep(IDLE_SETTLE_MS - 500)
     record.idleRssMiB = memory(started.pid)?.rssMiB ?? null
   }
-  const measurements = []
   try {
-    const database = pgStore ? { url: dbUrl(RUN_DB) } : { file: join(dir, "taskwright.db") }
-    record.check = await checkServer({ port, seed, oracle, level: checkLevel, database, events: def.events })
+    const checked = pgStore ? { url: dbUrl(database) } : { file: join(dir, "taskwright.db") }
+    record.check = await checkServer({ port, seed, oracle, level: checkLevel, database: checked, events: def.events })
     if (!record.check.ok) {
       log(`  ${def.name}: CHECK FAILED (${record.check.failureCount} failures), first:`)
       for (const f of record.check.failures.slice(0, 3))
@@ -370,67 +384,135 @@ const measureServer = async ({
         `  ${def.name}: right values, other key order in ${record.check.orderWarnings} responses, e.g. ${w.what}: ${w.why}`
       )
     }
-    for (const endpoint of endpoints) {
-      const threads = Math.min(config.threads, connections)
-      const common = {
-        loadgen,
-        port,
-        endpoint,
-        label: ENDPOINTS[endpoint].label,
-        connections,
-        threads,
-        scriptDir: ctx.scriptDir,
-        pinCpu: config.pin ? 1 : undefined
-      }
-      let warm = null
-      let after = 0
-      if (warmupS > 0) {
-        warm = await runLoad({ ...common, plan: planFor(endpoint, seed), seconds: warmupS })
-        // The measured run goes on past what the warm-up sent (and what was still in flight):
-        // a status PATCH keeps moving tasks the same way, a DELETE deletes tasks still there.
-        after = warm.requests + connections * threads + Math.ceil(warm.requests * 0.1 * (threads - 1))
-      }
-      const plan = planFor(endpoint, seed, { after })
-      await sleep(250)
-      const watch = pgStore && def.key === "A" && phase === "large" ? watchStatements(ctx) : null
-      const db0 = await dbCpuSnapshot(ctx)
-      const cpu0 = cpuSeconds(started.pid)
-      const r = await runLoad({ ...common, plan, seconds: durationS })
-      const cpu1 = cpuSeconds(started.pid)
-      const db1 = await dbCpuSnapshot(ctx)
-      const mem = memory(started.pid)
-      if (watch) record.statements = await watch()
-      const result = {
-        ...r,
-        serverCpuS: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0,
-        ...(pgStore ? { dbCpuS: dbCpuBetween(db0, db1) } : { walMiB: walMiB(dir) }),
-        rssMiB: mem?.rssMiB ?? null,
-        peakRssMiB: mem?.peakRssMiB ?? null,
-        warmup: warm ? { rps: warm.rps, non2xx: warm.non2xx, socketErrors: warm.socketErrors } : null
-      }
-      if (plan.sequence && plan.sequence.from + r.requests + connections * threads > plan.sequence.to) {
-        result.poolExhausted = true
-        log(`  ${def.name}: the delete pool ran out (${seed.pool} tasks); raise BENCH_DELETE_POOL`)
-      }
-      measurements.push({ phase, round, server: def.key, seed: seed.name, tasks: seed.tasks, endpoint, result })
-      log(
-        `  ${def.name.padEnd(13)} ${endpoint.padEnd(18)} ${String(Math.round(result.rps)).padStart(6)} req/s` +
-          `  p50 ${result.p50Ms.toFixed(2)} ms  p99 ${result.p99Ms.toFixed(2)} ms  non-2xx ${result.non2xx}` +
-          `${result.socketErrors ? ` sock-err ${result.socketErrors}` : ""}  cpu ${result.serverCpuS?.toFixed(2)} s` +
-          `${pgStore ? `  db cpu ${result.dbCpuS?.toFixed(2)} s` : ""}` +
-          `  loadgen ${result.loadgenCpuS?.toFixed(2)} s  rss ${result.rssMiB?.toFixed(0)} MiB` +
-          `${!pgStore && WRITES.has(endpoint) ? `  wal ${result.walMiB.toFixed(0)} MiB` : ""}`
-      )
-    }
   } catch (e) {
-    record.error = `measurement failed: ${e.message}`
+    record.error = `check failed: ${e.message}`
     log(`  ${def.name}: ${record.error}`)
-  } finally {
-    record.stop = await stopServer(started)
-    if (!record.stop.clean) log(`  ${def.name}: did not shut down cleanly: ${JSON.stringify(record.stop)}`)
-    await dropCopy()
+    await endLife(life)
   }
-  return { record, measurements }
+  return life
+}
+
+/** Whether a life's server is up and may be measured. */
+const measurable = (life) => life.started !== null && !life.ended
+
+/**
+ * Waits until a server has stopped working after a load (at most `limitMs`): Taskwright's SQLite
+ * checkpointer copies what the writes left in the log for a moment after them, and the servers
+ * of a round live side by side, so the next measurement of another server would pay for it.
+ */
+const quiet = async (pid, limitMs = 5_000) => {
+  const until = performance.now() + limitMs
+  for (;;) {
+    const before = cpuSeconds(pid)
+    await sleep(200)
+    const after = cpuSeconds(pid)
+    if (before === null || after === null || after - before < 0.01 || performance.now() > until) return
+  }
+}
+
+/** One endpoint on a life's server: a warm-up, then a measured run. Answers the measurement. */
+const measureEndpoint = async (life, endpoint, { phase, round, seed, connections, durationS, warmupS, ctx }) => {
+  const { config, loadgen } = ctx
+  const pgStore = ctx.store === "pg"
+  const { def, record, started, port, dir, database } = life
+  const threads = Math.min(config.threads, connections)
+  const common = {
+    loadgen,
+    port,
+    endpoint,
+    label: ENDPOINTS[endpoint].label,
+    connections,
+    threads,
+    scriptDir: ctx.scriptDir,
+    pinCpu: config.pin ? 1 : undefined
+  }
+  let warm = null
+  let after = 0
+  if (warmupS > 0) {
+    warm = await runLoad({ ...common, plan: planFor(endpoint, seed), seconds: warmupS })
+    // The measured run goes on past what the warm-up sent (and what was still in flight):
+    // a status PATCH keeps moving tasks the same way, a DELETE deletes tasks still there.
+    after = warm.requests + connections * threads + Math.ceil(warm.requests * 0.1 * (threads - 1))
+  }
+  const plan = planFor(endpoint, seed, { after })
+  await sleep(250)
+  const watch = pgStore && def.key === "A" && phase === "large" ? watchStatements(ctx, database) : null
+  const db0 = await dbCpuSnapshot(ctx, database)
+  const cpu0 = cpuSeconds(started.pid)
+  const r = await runLoad({ ...common, plan, seconds: durationS })
+  const cpu1 = cpuSeconds(started.pid)
+  const db1 = await dbCpuSnapshot(ctx, database)
+  const mem = memory(started.pid)
+  if (watch) record.statements = await watch()
+  const result = {
+    ...r,
+    serverCpuS: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0,
+    ...(pgStore ? { dbCpuS: dbCpuBetween(db0, db1) } : { walMiB: walMiB(dir) }),
+    rssMiB: mem?.rssMiB ?? null,
+    peakRssMiB: mem?.peakRssMiB ?? null,
+    warmup: warm ? { rps: warm.rps, non2xx: warm.non2xx, socketErrors: warm.socketErrors } : null
+  }
+  if (plan.sequence && plan.sequence.from + r.requests + connections * threads > plan.sequence.to) {
+    result.poolExhausted = true
+    log(`  ${def.name}: the delete pool ran out (${seed.pool} tasks); raise BENCH_DELETE_POOL`)
+  }
+  log(
+    `  ${def.name.padEnd(13)} ${endpoint.padEnd(18)} ${String(Math.round(result.rps)).padStart(6)} req/s` +
+      `  p50 ${result.p50Ms.toFixed(2)} ms  p99 ${result.p99Ms.toFixed(2)} ms  non-2xx ${result.non2xx}` +
+      `${result.socketErrors ? ` sock-err ${result.socketErrors}` : ""}  cpu ${result.serverCpuS?.toFixed(2)} s` +
+      `${pgStore ? `  db cpu ${result.dbCpuS?.toFixed(2)} s` : ""}` +
+      `  loadgen ${result.loadgenCpuS?.toFixed(2)} s  rss ${result.rssMiB?.toFixed(0)} MiB` +
+      `${!pgStore && WRITES.has(endpoint) ? `  wal ${result.walMiB.toFixed(0)} MiB` : ""}`
+  )
+  await quiet(started.pid)
+  return { phase, round, server: def.key, seed: seed.name, tasks: seed.tasks, endpoint, result }
+}
+
+/** SIGTERM to a life's server, and its copy of the seed dropped (once). */
+const endLife = async (life) => {
+  if (life.ended) return
+  life.ended = true
+  if (life.started !== null) {
+    life.record.stop = await stopServer(life.started)
+    if (!life.record.stop.clean)
+      log(`  ${life.def.name}: did not shut down cleanly: ${JSON.stringify(life.record.stop)}`)
+  }
+  await life.dropCopy()
+}
+
+/**
+ * The servers of a round started side by side (each idle while the others start and are
+ * measured), then every endpoint measured on each in turn, so that a server's figures for an
+ * endpoint and its peers' are a few seconds apart, not minutes: this machine's speed drifts by
+ * up to half within minutes. Odd rounds go A B C, even rounds C B A. Answers records and measurements.
+ */
+const runRound = async (
+  defs,
+  { seed, oracle, round, phase, endpoints, connections, durationS, warmupS, checkLevel, ctx }
+) => {
+  const order = round % 2 === 1 ? defs : [...defs].reverse()
+  const lives = []
+  const measurements = []
+  try {
+    for (const def of order) lives.push(await startLife({ def, seed, oracle, round, phase, checkLevel, ctx }))
+    for (const endpoint of endpoints) {
+      for (const life of lives) {
+        if (!measurable(life)) continue
+        try {
+          measurements.push(
+            await measureEndpoint(life, endpoint, { phase, round, seed, connections, durationS, warmupS, ctx })
+          )
+        } catch (e) {
+          life.record.error = `measurement failed: ${e.message}`
+          log(`  ${life.def.name}: ${life.record.error}`)
+          await endLife(life)
+        }
+      }
+    }
+  } finally {
+    for (const life of lives) await endLife(life)
+  }
+  return { records: lives.map((l) => l.record), measurements }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -574,23 +656,20 @@ const runStore = async (store, base) => {
     const measurements = []
     for (let round = 1; round <= config.rounds; round++) {
       log(`round ${round}/${config.rounds}`)
-      for (const def of active) {
-        const r = await measureServer({
-          def,
-          seed,
-          oracle,
-          round,
-          phase: "main",
-          endpoints: config.endpoints,
-          connections: config.connections,
-          durationS: config.durationS,
-          warmupS: config.warmupS,
-          checkLevel: "full",
-          ctx
-        })
-        records.push(r.record)
-        measurements.push(...r.measurements)
-      }
+      const r = await runRound(active, {
+        seed,
+        oracle,
+        round,
+        phase: "main",
+        endpoints: config.endpoints,
+        connections: config.connections,
+        durationS: config.durationS,
+        warmupS: config.warmupS,
+        checkLevel: "full",
+        ctx
+      })
+      records.push(...r.records)
+      measurements.push(...r.measurements)
     }
 
     const datasets = []
@@ -601,23 +680,20 @@ const runStore = async (store, base) => {
       for (let round = 1; round <= config.rounds; round++) {
         for (const d of datasets) {
           log(`list round ${round}/${config.rounds}: ${d.label}, 1 connection`)
-          for (const def of active) {
-            const r = await measureServer({
-              def,
-              seed: d.seed,
-              oracle: d.oracle,
-              round,
-              phase: "large",
-              endpoints: ["list_tasks"],
-              connections: 1,
-              durationS: config.largeDurationS,
-              warmupS: config.largeWarmupS,
-              checkLevel: "list",
-              ctx
-            })
-            records.push(r.record)
-            measurements.push(...r.measurements)
-          }
+          const r = await runRound(active, {
+            seed: d.seed,
+            oracle: d.oracle,
+            round,
+            phase: "large",
+            endpoints: ["list_tasks"],
+            connections: 1,
+            durationS: config.largeDurationS,
+            warmupS: config.largeWarmupS,
+            checkLevel: "list",
+            ctx
+          })
+          records.push(...r.records)
+          measurements.push(...r.measurements)
         }
       }
     }
@@ -680,7 +756,7 @@ const runStore = async (store, base) => {
     }
     md.push("")
     md.push(
-      `Rounds alternate ${keys.join(" ")} ${keys.join(" ")}…; each server start gets a fresh copy of the same seed` +
+      `In each round the servers run side by side (each idle while another is measured) and every endpoint is measured on each in turn, ${keys.join(" ")} in odd rounds and ${[...keys].reverse().join(" ")} in even ones; each server start gets a fresh copy of the same seed` +
         (pgStore
           ? ` (\`CREATE DATABASE … TEMPLATE\`) on PostgreSQL ${pgVersion} at 127.0.0.1, and every server a \`pg\` pool of ${PG_POOL_MAX} connections running named prepared statements.`
           : ".") +
