@@ -136,14 +136,20 @@ describe("idle connections and requests being handled", () => {
     expect(closedAfterMs).toBeLessThan(2 * IDLE_MS + 5_000)
   })
 
-  it("a request whose handler works longer than the idle and request timeouts still gets its answer", async () => {
-    const origin = join(dir, "origin")
+  /** A repository under the test's directory with one empty commit whose message is `message`. */
+  const makeOrigin = (name: string, message: string) => {
+    const origin = join(dir, name)
     execFileSync("git", ["init", "-q", origin])
     execFileSync(
       "git",
-      ["-C", origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "slow"],
+      ["-C", origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", message],
       { stdio: "pipe" }
     )
+    return origin
+  }
+
+  it("a request whose handler works longer than the idle and request timeouts still gets its answer", async () => {
+    const origin = makeOrigin("origin", "slow")
     const path = join(dir, "projects", "slow-clone")
     const started = Date.now()
     const r = await fetch(`${server.url}/api/projects`, {
@@ -161,16 +167,8 @@ describe("idle connections and requests being handled", () => {
   it("a slow request pipelined behind a quicker one is spared once the first is answered", async () => {
     // The first answer comes while the second request is still with its handler: the connection is
     // not idle then, and the idle timer (which fires between the two answers) must not cut it.
-    const origins = ["quick-origin", "slow-origin"].map((name) => {
-      const origin = join(dir, name)
-      execFileSync("git", ["init", "-q", origin])
-      execFileSync(
-        "git",
-        ["-C", origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", name],
-        { stdio: "pipe" }
-      )
-      return origin
-    })
+    const quick = makeOrigin("quick-origin", "quick-origin")
+    const slow = makeOrigin("slow-origin", "slow-origin")
     const create = (name: string, origin: string) => {
       const body = JSON.stringify({ name, path: join(dir, "projects", name), git_url: `ssh://localhost${origin}` })
       return (
@@ -189,7 +187,7 @@ describe("idle connections and requests being handled", () => {
       socket.on("error", () => {})
       socket.on("close", () => resolve())
     })
-    socket.write(create("pipelined-quick", origins[0] ?? "") + create("pipelined-slow", origins[1] ?? ""))
+    socket.write(create("pipelined-quick", quick) + create("pipelined-slow", slow))
     await closed
     const statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1])
     expect(statuses, text.slice(0, 500)).toEqual(["201", "201"])
