@@ -392,9 +392,6 @@ const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) =
   return life
 }
 
-/** Whether a life's server is up and may be measured. */
-const measurable = (life) => life.started !== null && !life.ended
-
 /**
  * Waits until a server has stopped working after a load (at most `limitMs`): Taskwright's SQLite
  * checkpointer copies what the writes left in the log for a moment after them, and the servers
@@ -497,7 +494,8 @@ const runRound = async (
     for (const def of order) lives.push(await startLife({ def, seed, oracle, round, phase, checkLevel, ctx }))
     for (const endpoint of endpoints) {
       for (const life of lives) {
-        if (!measurable(life)) continue
+        // Ended: it did not start, or failed its check or a measurement.
+        if (life.ended) continue
         try {
           measurements.push(
             await measureEndpoint(life, endpoint, { phase, round, seed, connections, durationS, warmupS, ctx })
