@@ -652,9 +652,15 @@ const runStore = async (store, base) => {
 
     const records = []
     const measurements = []
+    /** One round on the active servers; what it answers joins the run's records and measurements. */
+    const measureRound = async (options) => {
+      const r = await runRound(active, { ...options, ctx })
+      records.push(...r.records)
+      measurements.push(...r.measurements)
+    }
     for (let round = 1; round <= config.rounds; round++) {
       log(`round ${round}/${config.rounds}`)
-      const r = await runRound(active, {
+      await measureRound({
         seed,
         oracle,
         round,
@@ -663,11 +669,8 @@ const runStore = async (store, base) => {
         connections: config.connections,
         durationS: config.durationS,
         warmupS: config.warmupS,
-        checkLevel: "full",
-        ctx
+        checkLevel: "full"
       })
-      records.push(...r.records)
-      measurements.push(...r.measurements)
     }
 
     const datasets = []
@@ -678,7 +681,7 @@ const runStore = async (store, base) => {
       for (let round = 1; round <= config.rounds; round++) {
         for (const d of datasets) {
           log(`list round ${round}/${config.rounds}: ${d.label}, 1 connection`)
-          const r = await runRound(active, {
+          await measureRound({
             seed: d.seed,
             oracle: d.oracle,
             round,
@@ -687,11 +690,8 @@ const runStore = async (store, base) => {
             connections: 1,
             durationS: config.largeDurationS,
             warmupS: config.largeWarmupS,
-            checkLevel: "list",
-            ctx
+            checkLevel: "list"
           })
-          records.push(...r.records)
-          measurements.push(...r.measurements)
         }
       }
     }
