@@ -10,7 +10,14 @@
  * steady stream of commits, and the log only starts again after one that did.
  * Measured on 20,000 task inserts: 15,200/s with p99 0.33 ms and a log under 50 MB, against
  * 10,400/s and p99 3.2 ms with SQLite's default alone.
+ *
+ * The worker also syncs the database file after each checkpoint that copied pages. SQLite syncs it
+ * only when a checkpoint completes, and under steady writes only the request connection's do, so
+ * that sync had everything the worker copied since to flush, and waited on the request thread
+ * behind the disk's writeback throttling: about 20 ms, three times a second, 4% of the request
+ * thread's time (measured on a status PATCH under load, p99 42 ms against 28 ms synced as it goes).
  */
+import { closeSync, openSync, realpathSync } from "node:fs"
 import { createRequire } from "node:module"
 import { Worker } from "node:worker_threads"
 import { Effect, type Scope } from "effect"
@@ -23,10 +30,21 @@ const INTERVAL_MS = 20
 const workerSource = `
 const { parentPort, workerData } = require("node:worker_threads")
 const Database = require(workerData.driver)
+const { fdatasyncSync } = require("node:fs")
 const db = new Database(workerData.filename, { fileMustExist: true })
 db.pragma("busy_timeout = 5000")
+let fd = workerData.fd
+let copied = 0
 const checkpoint = () => {
-  try { db.pragma("wal_checkpoint(PASSIVE)") } catch (e) { parentPort.postMessage(String(e && e.message)) }
+  try {
+    const { checkpointed } = db.pragma("wal_checkpoint(PASSIVE)")[0]
+    if (fd !== undefined && checkpointed !== copied && checkpointed > 0) fdatasyncSync(fd)
+    copied = checkpointed
+  } catch (e) {
+    // A failed sync costs speed, not safety (SQLite still syncs when a checkpoint completes): stop trying.
+    if (e && e.syscall === "fdatasync") fd = undefined
+    parentPort.postMessage(String(e && e.message))
+  }
 }
 const timer = setInterval(checkpoint, workerData.intervalMs)
 parentPort.on("message", () => {
@@ -37,6 +55,58 @@ parentPort.on("message", () => {
 })
 `
 
+/**
+ * Descriptors of database files, one per file for every store of this process on it. Closing any
+ * descriptor of a file drops every POSIX lock the process holds on the file, SQLite's own included,
+ * and another process could then take the log for unused and remove it. So a descriptor is closed
+ * only once every store that uses it has closed its connection.
+ */
+const descriptors = new Map<string, { readonly fd: number; users: number }>()
+
+/** The worker's descriptor of the database file, opened when the worker starts. */
+export interface FileDescriptorSlot {
+  /** The descriptor, opened on the first call; `undefined` when the file cannot be opened. */
+  readonly open: () => number | undefined
+}
+
+/**
+ * A slot for the file's shared descriptor, given back when the scope closes. Take it before the
+ * connection, so that it is given back after the connection has closed.
+ */
+export const fileDescriptorSlot = (filename: string): Effect.Effect<FileDescriptorSlot, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        let path: string | undefined
+        return {
+          open: (): number | undefined => {
+            if (path !== undefined) return descriptors.get(path)?.fd
+            try {
+              const real = realpathSync(filename)
+              const shared = descriptors.get(real) ?? { fd: openSync(real, "r"), users: 0 }
+              shared.users++
+              descriptors.set(real, shared)
+              path = real
+              return shared.fd
+            } catch {
+              return undefined
+            }
+          },
+          release: () => {
+            const shared = path === undefined ? undefined : descriptors.get(path)
+            if (path === undefined || shared === undefined) return
+            shared.users--
+            if (shared.users > 0) return
+            descriptors.delete(path)
+            closeSync(shared.fd)
+          }
+        }
+      }),
+      (slot) => Effect.sync(slot.release)
+    ),
+    ({ open }): FileDescriptorSlot => ({ open })
+  )
+
 /** Starts the worker on the first write: a store that is only read needs none (nor its memory). */
 export interface Checkpointer {
   /** Called after every write that changed something; cheap once the worker runs. */
@@ -45,11 +115,12 @@ export interface Checkpointer {
 
 /**
  * The checkpointing worker for the database file `filename` (in WAL mode), for the life of the
- * scope, started by the first write. Checkpoint failures are reported through `onError` and
- * retried on the next tick.
+ * scope, started by the first write; it syncs the file through the descriptor of `file`.
+ * Checkpoint failures are reported through `onError` and retried on the next tick.
  */
 export const checkpointInBackground = (
   filename: string,
+  file: FileDescriptorSlot,
   onError: (message: string) => void
 ): Effect.Effect<Checkpointer, never, Scope.Scope> =>
   Effect.map(
@@ -62,6 +133,7 @@ export const checkpointInBackground = (
             workerData: {
               driver: createRequire(import.meta.url).resolve("better-sqlite3"),
               filename,
+              fd: file.open(),
               intervalMs: INTERVAL_MS
             }
           })

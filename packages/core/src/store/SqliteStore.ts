@@ -13,7 +13,7 @@ import * as SqlStatement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
 import { Context, Effect, Exit, Layer, Runtime, Stream } from "effect"
 import { toStoreError } from "./errors.js"
-import { checkpointInBackground } from "./SqliteCheckpointer.js"
+import { checkpointInBackground, fileDescriptorSlot } from "./SqliteCheckpointer.js"
 import {
   afterCommit,
   collectAfterCommit,
@@ -324,12 +324,15 @@ const makeSqlClient = (db: Database.Database, wrote: () => void = () => {}) => {
 export const layer = (config: SqliteStoreConfig): Layer.Layer<StoreTag | SqlClient.SqlClient, StoreError> =>
   Layer.scopedContext(
     Effect.gen(function* () {
+      const onDisk = config.filename !== ":memory:"
+      // Taken before the connection, given back after it closed (SqliteCheckpointer).
+      const file = onDisk ? yield* fileDescriptorSlot(config.filename) : undefined
       const db = yield* Effect.acquireRelease(openDatabase(config.filename), (db) => Effect.sync(() => db.close()))
       const runtime = yield* Effect.runtime<never>()
       const checkpointer =
-        config.filename === ":memory:"
+        file === undefined
           ? undefined
-          : yield* checkpointInBackground(config.filename, (message) =>
+          : yield* checkpointInBackground(config.filename, file, (message) =>
               Runtime.runFork(runtime)(Effect.logWarning(`SQLite checkpoint failed: ${message}`))
             )
       const sql = yield* makeSqlClient(db, checkpointer?.wrote).pipe(Effect.provide(Reactivity.layer))

@@ -4,12 +4,12 @@
  * about 44 KB a task, without end), every row lands in the database, and the worker thread stops
  * with the store.
  */
-import { mkdtempSync, rmSync, statSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Effect, Layer } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { migrate } from "../../src/store/migrations.js"
 import * as SqliteStore from "../../src/store/SqliteStore.js"
 import { StoreTag, statement } from "../../src/store/Store.js"
@@ -85,5 +85,56 @@ describe("the SQLite checkpointer", () => {
       )
     },
     60_000
+  )
+})
+
+/**
+ * This process's read-only descriptors of `file` (Linux: /proc/self/fd): SQLite opens its own
+ * read-write, and closes them when it sees fit; the checkpointer's is the read-only one.
+ */
+const readOnlyDescriptorsOf = (file: string) =>
+  readdirSync("/proc/self/fd").filter((fd) => {
+    try {
+      const flags = /^flags:\s+(\d+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, "utf8"))?.[1]
+      return (
+        readlinkSync(`/proc/self/fd/${fd}`) === file && flags !== undefined && (Number.parseInt(flags, 8) & 3) === 0
+      )
+    } catch {
+      return false
+    }
+  }).length
+
+describe("the checkpointer's descriptor of the database file", () => {
+  it.live(
+    "is one for every store of the process on the file, closed after the last store's connection",
+    () => {
+      const file = join(dir, "shared.db")
+      const store = SqliteStore.layer({ filename: file })
+      const write = (owner: string) =>
+        Effect.gen(function* () {
+          const s = yield* StoreTag
+          const at = new Date().toISOString()
+          yield* s.run(insertUser, [owner, `${owner}@b.c`, `${owner}@b.c`, "A", at, at])
+          yield* s.get(insertTask, [owner, "task", at, at])
+        })
+      return Effect.gen(function* () {
+        yield* Effect.scoped(Effect.flatMap(Layer.build(store), (ctx) => Effect.provide(migrate, ctx)))
+        const first = yield* Scope.make()
+        const second = yield* Scope.make()
+        yield* write("usr_AAAAAAAAAAAAAAAB").pipe(Effect.provide(yield* Layer.buildWithScope(store, first)))
+        yield* write("usr_AAAAAAAAAAAAAAAC").pipe(Effect.provide(yield* Layer.buildWithScope(store, second)))
+        // Two stores writing, each with its worker: one descriptor between them.
+        const whileOpen = readOnlyDescriptorsOf(file)
+        yield* Scope.close(first, Exit.void)
+        // The second store's connection is open: the shared descriptor stays.
+        const afterFirst = readOnlyDescriptorsOf(file)
+        yield* Scope.close(second, Exit.void)
+        assert.deepStrictEqual(
+          { whileOpen, afterFirst, afterBoth: readOnlyDescriptorsOf(file) },
+          { whileOpen: 1, afterFirst: 1, afterBoth: 0 }
+        )
+      })
+    },
+    30_000
   )
 })
