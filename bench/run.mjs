@@ -102,6 +102,12 @@ const readConfig = () => {
   const storeName = (env.BENCH_STORE || "sqlite").toLowerCase()
   if (!STORES[storeName]) throw new Error(`BENCH_STORE must be sqlite, pg or both, got ${env.BENCH_STORE}`)
   const durationS = num("BENCH_DURATION", quick ? 2 : 10, { min: 1, integer: true })
+  // A write's p99 needs a longer run than a read's: each wrk run adds a few hundred slow requests
+  // of its own (bench README, "Measured runs of writes").
+  const writeDurationS = num("BENCH_WRITE_DURATION", quick ? durationS : Math.max(durationS, 30), {
+    min: 1,
+    integer: true
+  })
   const warmupS = num("BENCH_WARMUP", quick ? 1 : 4, { min: 0, integer: true })
   const events = (env.BENCH_EVENTS || "auto").toLowerCase()
   if (!EVENTS.includes(events)) throw new Error(`BENCH_EVENTS must be auto, on or off, got ${env.BENCH_EVENTS}`)
@@ -110,12 +116,13 @@ const readConfig = () => {
     stores: STORES[storeName],
     rounds: num("BENCH_ROUNDS", 2, { min: 1, integer: true }),
     durationS,
+    writeDurationS,
     warmupS,
     connections: num("BENCH_CONNECTIONS", 50, { min: 1, integer: true }),
     threads: num("BENCH_THREADS", 1, { min: 1, integer: true }),
     tasks: num("BENCH_TASKS", 100_000, { min: 1000, integer: true }),
     // One task per DELETE: room for 20,000 deletes a second through warm-up and run.
-    deletePool: num("BENCH_DELETE_POOL", Math.max(50_000, (warmupS + durationS) * 20_000), {
+    deletePool: num("BENCH_DELETE_POOL", Math.max(50_000, (warmupS + writeDurationS) * 20_000), {
       min: 1000,
       integer: true
     }),
@@ -240,6 +247,13 @@ const serverDefs = (config, store, { events, taskwrightEvents }) => {
 }
 
 const log = (...args) => console.error(...args)
+
+/** The measured runs' length as the report states it: a write's run may be the longer. */
+const measuredSeconds = ({ endpoints, durationS, writeDurationS }) => {
+  const writes = endpoints.filter((e) => WRITES.has(e)).length
+  if (writes === 0 || writeDurationS === durationS) return `${durationS} s`
+  return writes === endpoints.length ? `${writeDurationS} s` : `${durationS} s (${writeDurationS} s for a write)`
+}
 
 /** CPU seconds of the PostgreSQL backends serving `database`, per pid (null on SQLite). */
 const dbCpuSnapshot = async (ctx, database) => {
@@ -408,7 +422,7 @@ const quiet = async (pid, limitMs = 5_000) => {
 }
 
 /** One endpoint on a life's server: a warm-up, then a measured run. Answers the measurement. */
-const measureEndpoint = async (life, endpoint, { phase, round, seed, connections, durationS, warmupS, ctx }) => {
+const measureEndpoint = async (life, endpoint, { phase, round, seed, connections, secondsOf, warmupS, ctx }) => {
   const { config, loadgen } = ctx
   const pgStore = ctx.store === "pg"
   const { def, record, started, port, dir, database } = life
@@ -436,7 +450,7 @@ const measureEndpoint = async (life, endpoint, { phase, round, seed, connections
   const watch = pgStore && def.key === "A" && phase === "large" ? watchStatements(ctx, database) : null
   const db0 = await dbCpuSnapshot(ctx, database)
   const cpu0 = cpuSeconds(started.pid)
-  const r = await runLoad({ ...common, plan, seconds: durationS })
+  const r = await runLoad({ ...common, plan, seconds: secondsOf(endpoint) })
   const cpu1 = cpuSeconds(started.pid)
   const db1 = await dbCpuSnapshot(ctx, database)
   const mem = memory(started.pid)
@@ -485,7 +499,7 @@ const endLife = async (life) => {
  */
 const runRound = async (
   defs,
-  { seed, oracle, round, phase, endpoints, connections, durationS, warmupS, checkLevel, ctx }
+  { seed, oracle, round, phase, endpoints, connections, secondsOf, warmupS, checkLevel, ctx }
 ) => {
   const order = round % 2 === 1 ? defs : [...defs].reverse()
   const lives = []
@@ -498,7 +512,7 @@ const runRound = async (
         if (life.ended) continue
         try {
           measurements.push(
-            await measureEndpoint(life, endpoint, { phase, round, seed, connections, durationS, warmupS, ctx })
+            await measureEndpoint(life, endpoint, { phase, round, seed, connections, secondsOf, warmupS, ctx })
           )
         } catch (e) {
           life.record.error = `measurement failed: ${e.message}`
@@ -646,7 +660,7 @@ const runStore = async (store, base) => {
     if (active.length === 0) throw new Error("no server to measure")
     log(
       `bench${pgStore ? " on PostgreSQL" : ""}: ${active.map((d) => d.name).join(", ")} | ${loadgen.tool} ${loadgen.version} | ${config.connections} connections` +
-        ` | ${config.rounds} rounds × ${config.endpoints.length} endpoints × (${config.warmupS} s warm-up + ${config.durationS} s)` +
+        ` | ${config.rounds} rounds × ${config.endpoints.length} endpoints × (${config.warmupS} s warm-up + ${measuredSeconds(config)})` +
         `${config.large ? ` | list at scale: ${config.tasks} and ${config.largeTasks} tasks, uniform and skewed, 1 connection` : ""}`
     )
 
@@ -667,7 +681,7 @@ const runStore = async (store, base) => {
         phase: "main",
         endpoints: config.endpoints,
         connections: config.connections,
-        durationS: config.durationS,
+        secondsOf: (endpoint) => (WRITES.has(endpoint) ? config.writeDurationS : config.durationS),
         warmupS: config.warmupS,
         checkLevel: "full"
       })
@@ -688,7 +702,7 @@ const runStore = async (store, base) => {
             phase: "large",
             endpoints: ["list_tasks"],
             connections: 1,
-            durationS: config.largeDurationS,
+            secondsOf: () => config.largeDurationS,
             warmupS: config.largeWarmupS,
             checkLevel: "list"
           })
@@ -742,7 +756,7 @@ const runStore = async (store, base) => {
     md.push(
       `${cpu.length} × ${cpu[0]?.model ?? "cpu"}, Node ${process.version}, ${loadgen.tool} ${loadgen.version}` +
         ` (${config.threads} thread${config.threads > 1 ? "s" : ""}), ${config.connections} connections,` +
-        ` ${config.rounds} rounds of ${config.warmupS} s warm-up + ${config.durationS} s per endpoint;` +
+        ` ${config.rounds} rounds of ${config.warmupS} s warm-up + ${measuredSeconds(config)} per endpoint;` +
         ` ${seed.tasks.toLocaleString("en-US")} tasks${seed.pool ? ` (+ ${seed.pool.toLocaleString("en-US")} of another user at the lowest ids, deleted one per DELETE)` : ""}` +
         `${config.pin ? "; server pinned to CPU 0, load generator to CPU 1" : ""}.`
     )
