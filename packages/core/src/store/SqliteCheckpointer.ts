@@ -93,10 +93,9 @@ export const fileDescriptorSlot = (filename: string): Effect.Effect<FileDescript
             }
           },
           release: () => {
-            const shared = path === undefined ? undefined : descriptors.get(path)
-            if (path === undefined || shared === undefined) return
-            shared.users--
-            if (shared.users > 0) return
+            if (path === undefined) return
+            const shared = descriptors.get(path)
+            if (shared === undefined || --shared.users > 0) return
             descriptors.delete(path)
             closeSync(shared.fd)
           }

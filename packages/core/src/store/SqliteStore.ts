@@ -324,9 +324,8 @@ const makeSqlClient = (db: Database.Database, wrote: () => void = () => {}) => {
 export const layer = (config: SqliteStoreConfig): Layer.Layer<StoreTag | SqlClient.SqlClient, StoreError> =>
   Layer.scopedContext(
     Effect.gen(function* () {
-      const onDisk = config.filename !== ":memory:"
       // Taken before the connection, given back after it closed (SqliteCheckpointer).
-      const file = onDisk ? yield* fileDescriptorSlot(config.filename) : undefined
+      const file = config.filename === ":memory:" ? undefined : yield* fileDescriptorSlot(config.filename)
       const db = yield* Effect.acquireRelease(openDatabase(config.filename), (db) => Effect.sync(() => db.close()))
       const runtime = yield* Effect.runtime<never>()
       const checkpointer =
