@@ -15,7 +15,7 @@ import { setTimeout as sleep } from "node:timers/promises"
 import Database from "better-sqlite3"
 import pg from "pg"
 import { checkServer, makeOracle, makePgOracle } from "./lib/check.mjs"
-import { ENDPOINTS, planFor, WRITES } from "./lib/endpoints.mjs"
+import { ENDPOINTS, LONG_RUNS, planFor, WRITES } from "./lib/endpoints.mjs"
 import { explainPg, explainSqlite, listSql, sameStatement } from "./lib/explain.mjs"
 import { chooseLoadgen, runLoad } from "./lib/loadgen.mjs"
 import {
@@ -102,9 +102,9 @@ const readConfig = () => {
   const storeName = (env.BENCH_STORE || "sqlite").toLowerCase()
   if (!STORES[storeName]) throw new Error(`BENCH_STORE must be sqlite, pg or both, got ${env.BENCH_STORE}`)
   const durationS = num("BENCH_DURATION", quick ? 2 : 10, { min: 1, integer: true })
-  // A write's p99 needs a longer run than a read's: each wrk run adds a few hundred slow requests
-  // of its own (bench README, "Measured runs of writes").
-  const writeDurationS = num("BENCH_WRITE_DURATION", quick ? durationS : Math.max(durationS, 30), {
+  // A write's or a list's p99 needs a longer run than a GET's: each wrk run adds a few hundred slow
+  // requests of its own (bench README, "Long runs of writes and lists").
+  const longDurationS = num("BENCH_LONG_DURATION", quick ? durationS : Math.max(durationS, 30), {
     min: 1,
     integer: true
   })
@@ -116,13 +116,13 @@ const readConfig = () => {
     stores: STORES[storeName],
     rounds: num("BENCH_ROUNDS", 2, { min: 1, integer: true }),
     durationS,
-    writeDurationS,
+    longDurationS,
     warmupS,
     connections: num("BENCH_CONNECTIONS", 50, { min: 1, integer: true }),
     threads: num("BENCH_THREADS", 1, { min: 1, integer: true }),
     tasks: num("BENCH_TASKS", 100_000, { min: 1000, integer: true }),
     // One task per DELETE: room for 20,000 deletes a second through warm-up and run.
-    deletePool: num("BENCH_DELETE_POOL", Math.max(50_000, (warmupS + writeDurationS) * 20_000), {
+    deletePool: num("BENCH_DELETE_POOL", Math.max(50_000, (warmupS + longDurationS) * 20_000), {
       min: 1000,
       integer: true
     }),
@@ -248,11 +248,14 @@ const serverDefs = (config, store, { events, taskwrightEvents }) => {
 
 const log = (...args) => console.error(...args)
 
-/** The measured runs' length as the report states it: a write's run may be the longer. */
-const measuredSeconds = ({ endpoints, durationS, writeDurationS }) => {
-  const writes = endpoints.filter((e) => WRITES.has(e)).length
-  if (writes === 0 || writeDurationS === durationS) return `${durationS} s`
-  return writes === endpoints.length ? `${writeDurationS} s` : `${durationS} s (${writeDurationS} s for a write)`
+/** Seconds of an endpoint's measured run in the main rounds. */
+const secondsOf = (config, endpoint) => (LONG_RUNS.has(endpoint) ? config.longDurationS : config.durationS)
+
+/** The measured runs' length as the report states it: a write's or a list's run may be the longer. */
+const measuredSeconds = (config) => {
+  const lengths = new Set(config.endpoints.map((e) => secondsOf(config, e)))
+  if (lengths.size === 1) return `${[...lengths][0]} s`
+  return `${config.durationS} s (${config.longDurationS} s for a write or a list)`
 }
 
 /** CPU seconds of the PostgreSQL backends serving `database`, per pid (null on SQLite). */
@@ -681,7 +684,7 @@ const runStore = async (store, base) => {
         phase: "main",
         endpoints: config.endpoints,
         connections: config.connections,
-        secondsOf: (endpoint) => (WRITES.has(endpoint) ? config.writeDurationS : config.durationS),
+        secondsOf: (endpoint) => secondsOf(config, endpoint),
         warmupS: config.warmupS,
         checkLevel: "full"
       })

@@ -53,6 +53,12 @@ export const ENDPOINTS = {
 /** The endpoints that change the database, and so the write-ahead log. */
 export const WRITES = new Set(["create_task", "create_task_labels", "update_status", "update_labels", "delete_task"])
 
+/**
+ * The endpoints measured over the long run: a write's or a list's rate leaves a short run too few
+ * requests for its p99 (bench README, "Long runs of writes and lists").
+ */
+export const LONG_RUNS = new Set([...WRITES, "list_tasks", "list_tasks_page"])
+
 /** The headers of a credential. */
 export const credentialHeaders = (credential, seed) =>
   credential === "session"
