@@ -29,6 +29,19 @@ export default defineConfig([
       const standIn = fileURLToPath(new URL("./src/unused-parsers.ts", import.meta.url))
       options.alias = { yaml: standIn, toml: standIn, ini: standIn }
     },
+    // pg's socket module, replaced by its Node branch: deciding whether this is a Cloudflare
+    // Worker loaded Node's undici at every start on PostgreSQL (src/pg-node-stream.ts).
+    esbuildPlugins: [
+      {
+        name: "pg-node-stream",
+        setup: (build) => {
+          const nodeStream = fileURLToPath(new URL("./src/pg-node-stream.ts", import.meta.url))
+          build.onResolve({ filter: /^\.\/stream$/ }, (args) =>
+            /[\\/]pg[\\/]lib[\\/]connection\.js$/.test(args.importer) ? { path: nodeStream } : undefined
+          )
+        }
+      }
+    ],
     // The API reference viewer is a file the server serves, not code: it goes beside the bundle.
     onSuccess: async () => copyViewer("dist")
   },

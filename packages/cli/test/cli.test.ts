@@ -2,9 +2,11 @@
 import { execFile } from "node:child_process"
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { promisify } from "node:util"
+import { createPgDatabase } from "@taskwright/testing"
 import Database from "better-sqlite3"
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { bin, inheritedEnv, startServe } from "./serve-helpers.js"
 
@@ -179,6 +181,36 @@ describe("taskwright CLI", () => {
       await server.stop()
     }
     expect(server.child.exitCode === 0 || server.child.signalCode === "SIGTERM").toBe(true)
+  })
+
+  it("serves from PostgreSQL through the bundle's Node-only socket module for pg, and writes there", async () => {
+    // The bundle replaces pg's lib/stream.js, whose Cloudflare check loaded undici at every start.
+    const bundle = await readFile(join(dirname(bin), "cli.cjs"), "utf8")
+    expect(bundle).not.toContain("Cloudflare-Workers")
+    const database = await createPgDatabase("tw_cli")
+    const server = startServe(join(dir, "pg"), { ...inheritedEnv(), DATABASE_URL: database.url }, [], ["--json"])
+    try {
+      const started = JSON.parse(await server.listening) as { url: string; admin_key_file: string }
+      const key = (await readFile(started.admin_key_file, "utf8")).trim()
+      const created = await fetch(`${started.url}/api/tasks`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ title: "kept in PostgreSQL" })
+      })
+      expect(created.status).toBe(201)
+      const { id } = (await created.json()) as { id: string }
+      const client = new pg.Client({ connectionString: database.url })
+      await client.connect()
+      try {
+        const rows = await client.query("SELECT title FROM tasks WHERE id = $1", [id])
+        expect(rows.rows).toEqual([{ title: "kept in PostgreSQL" }])
+      } finally {
+        await client.end()
+      }
+    } finally {
+      await server.stop()
+      await database.drop()
+    }
   })
 
   it("serves HTTPS with --tls-cert and --tls-key, and its session cookie is Secure", async () => {
