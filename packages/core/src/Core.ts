@@ -23,7 +23,7 @@ import { RateLimiter, RateLimitStoreLive } from "./ratelimit/RateLimiter.js"
 import { Reviews } from "./runs/Reviews.js"
 import { Runs } from "./runs/Runs.js"
 import { RunsRepo } from "./runs/RunsRepo.js"
-import { migrate } from "./store/migrations.js"
+import { migrateWhenBehind } from "./store/migrations.js"
 import * as SqliteStore from "./store/SqliteStore.js"
 import { StoreError } from "./store/Store.js"
 import { Tasks } from "./tasks/Tasks.js"
@@ -59,7 +59,7 @@ export const StoreUnmigrated = Layer.unwrapEffect(
 
 /** The store named by the configuration, migrated. */
 export const StoreLive = Layer.tap(StoreUnmigrated, (ctx) =>
-  migrate.pipe(
+  migrateWhenBehind.pipe(
     Effect.provide(ctx),
     Effect.mapError((cause) => new StoreError({ kind: "other", message: `migration failed: ${String(cause)}`, cause }))
   )

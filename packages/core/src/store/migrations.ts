@@ -9,7 +9,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import type { Dialect } from "./Store.js"
+import { type Dialect, StoreTag, statement } from "./Store.js"
 
 type Ddl = Record<Dialect, ReadonlyArray<string>>
 
@@ -367,7 +367,7 @@ const migration = (ddl: Ddl) =>
   })
 
 /** Every migration, in order. New ones are appended with the next number; shipped ones never change. */
-export const migrations = Migrator.fromRecord({
+const migrationRecord = {
   "0001_initial": migration(initial),
   "0002_auth": migration(auth),
   "0003_runs": migration(runs),
@@ -376,9 +376,34 @@ export const migrations = Migrator.fromRecord({
   "0006_events": migration(eventLog),
   "0007_run_supervisor": migration(runSupervisor),
   "0008_count_triggers_ordered": migration(countTriggersOrdered)
-})
+}
+
+export const migrations = Migrator.fromRecord(migrationRecord)
+
+/** The newest migration this build knows. */
+export const LATEST_MIGRATION = Math.max(...Object.keys(migrationRecord).map((key) => Number.parseInt(key, 10)))
 
 const runMigrator = Migrator.make({})
 
 /** Brings the schema up to date; answers the migrations it applied. */
 export const migrate = runMigrator({ loader: migrations, table: "taskwright_migrations" })
+
+const latestApplied = statement<{ readonly latest: number | null }>(
+  "migrations.latest",
+  "SELECT MAX(migration_id) AS latest FROM taskwright_migrations"
+)
+
+/**
+ * {@link migrate}, unless the store already has this build's newest migration (or a newer
+ * build's): then one read. The migrator starts by locking its table exclusively on PostgreSQL, so
+ * a server (re)started while anything read that table (a `pg_dump` reads every table in one
+ * transaction) waited for it to end before answering. Migrations commit with their row in one
+ * transaction, so a row seen here means its schema is there. A missing table (an empty store) or
+ * any other failure leaves the decision to the migrator.
+ */
+export const migrateWhenBehind = Effect.flatMap(StoreTag, (store) =>
+  store.get(latestApplied).pipe(
+    Effect.map((row) => row !== undefined && row.latest !== null && Number(row.latest) >= LATEST_MIGRATION),
+    Effect.orElseSucceed(() => false)
+  )
+).pipe(Effect.flatMap((current) => (current ? Effect.succeed([]) : migrate)))
