@@ -11,7 +11,6 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Actor, EventMessage, UserId } from "@taskwright/domain"
 import { Cause, Deferred, Effect, Either, Exit, Fiber, FiberId, Layer, ManagedRuntime, Option, Stream } from "effect"
-import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { settingsFromEnv, TaskwrightConfig } from "../../src/Config.js"
 import { Events, type Subscription } from "../../src/events/Events.js"
@@ -19,23 +18,7 @@ import { EventsRepo } from "../../src/events/EventsRepo.js"
 import { migrate } from "../../src/store/migrations.js"
 import * as SqliteStore from "../../src/store/SqliteStore.js"
 import { type Statement, type Store, type StoreError, StoreTag, statement } from "../../src/store/Store.js"
-
-const stores = (process.env.TASKWRIGHT_TEST_STORES ?? "sqlite,postgres")
-  .split(",")
-  .map((s) => (s === "postgres" ? "postgres" : "sqlite"))
-  .filter((s, i, all) => all.indexOf(s) === i)
-
-const pgUrl = process.env.TASKWRIGHT_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-const adminQuery = async (text: string) => {
-  const client = new pg.Client({ connectionString: pgUrl })
-  await client.connect()
-  try {
-    await client.query(text)
-  } finally {
-    await client.end()
-  }
-}
+import { createPgDatabase, dropPgDatabase, storeKinds } from "../stores.js"
 
 /** One held answer: `reached` once the statement has answered, the answer handed on at `release`. */
 interface Hold {
@@ -88,20 +71,18 @@ const newest = statement<{ id: number | null }>("test.newest", "SELECT MAX(id) A
 const backdate = statement("test.backdate", "UPDATE events SET created_at = '2000-01-01T00:00:00.000Z' WHERE id <= ?")
 const clear = statement("test.clear", "DELETE FROM events")
 
-describe.each(stores)("the event hub on %s", (kind) => {
+describe.each(storeKinds)("the event hub on %s", (kind) => {
   const holds = new Holds()
   const dir = mkdtempSync(join(tmpdir(), "tw-events-hub-"))
-  const database = `tw_events_${process.pid}_${Date.now().toString(36)}`
+  let pgDatabaseUrl = ""
   let runtime: ManagedRuntime.ManagedRuntime<Events | StoreTag, unknown>
 
   beforeAll(async () => {
     let base: Layer.Layer<StoreTag, unknown>
     if (kind === "postgres") {
-      await adminQuery(`CREATE DATABASE ${database}`)
-      const url = new URL(pgUrl)
-      url.pathname = `/${database}`
+      pgDatabaseUrl = await createPgDatabase("tw_events")
       const Pg = await import("../../src/store/PgStore.js")
-      base = Layer.tap(Pg.layer({ url: url.toString() }), (ctx) => Effect.orDie(Effect.provide(migrate, ctx)))
+      base = Layer.tap(Pg.layer({ url: pgDatabaseUrl }), (ctx) => Effect.orDie(Effect.provide(migrate, ctx)))
     } else {
       base = Layer.tap(SqliteStore.layer({ filename: join(dir, "events.db") }), (ctx) =>
         Effect.orDie(Effect.provide(migrate, ctx))
@@ -124,7 +105,7 @@ describe.each(stores)("the event hub on %s", (kind) => {
   afterAll(async () => {
     await runtime?.dispose()
     rmSync(dir, { recursive: true, force: true })
-    if (kind === "postgres") await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    if (kind === "postgres") await dropPgDatabase(pgDatabaseUrl)
   })
 
   const run = <A, E>(effect: Effect.Effect<A, E, Events | StoreTag>) =>

@@ -9,28 +9,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
-import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { settingsFromEnv, TaskwrightConfig } from "../../src/Config.js"
 import { StoreLive } from "../../src/Core.js"
 import { LATEST_MIGRATION } from "../../src/store/migrations.js"
-
-const stores = (process.env.TASKWRIGHT_TEST_STORES ?? "sqlite,postgres")
-  .split(",")
-  .map((s) => (s === "postgres" ? "postgres" : "sqlite"))
-  .filter((s, i, all) => all.indexOf(s) === i)
-
-const pgUrl = process.env.TASKWRIGHT_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-const withPg = async <A>(url: string, f: (client: pg.Client) => Promise<A>): Promise<A> => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await f(client)
-  } finally {
-    await client.end()
-  }
-}
+import { createPgDatabase, dropPgDatabase, storeKinds, withPg } from "../stores.js"
 
 /** Opens the store as a server does (migrated), then closes it; fails past `timeoutMs`. */
 const start = (databaseUrl: string, dataDir: string, timeoutMs = 10_000) =>
@@ -46,7 +29,7 @@ const start = (databaseUrl: string, dataDir: string, timeoutMs = 10_000) =>
     )
   )
 
-describe.each(stores)("migrations at start on %s", (kind) => {
+describe.each(storeKinds)("migrations at start on %s", (kind) => {
   let dir: string
   let databaseUrl: string
   /** The migrations recorded in the store, oldest first. */
@@ -57,11 +40,7 @@ describe.each(stores)("migrations at start on %s", (kind) => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "tw-migrations-"))
     if (kind === "postgres") {
-      const database = `tw_migrations_${process.pid}_${Date.now()}`
-      await withPg(pgUrl, (c) => c.query(`CREATE DATABASE ${database}`))
-      const url = new URL(pgUrl)
-      url.pathname = `/${database}`
-      databaseUrl = url.toString()
+      databaseUrl = await createPgDatabase("tw_migrations")
       exec = (text) => withPg(databaseUrl, async (c) => void (await c.query(text)))
       recorded = () =>
         withPg(databaseUrl, async (c) =>
@@ -92,10 +71,7 @@ describe.each(stores)("migrations at start on %s", (kind) => {
   })
 
   afterAll(async () => {
-    if (kind === "postgres") {
-      const database = new URL(databaseUrl).pathname.slice(1)
-      await withPg(pgUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
-    }
+    if (kind === "postgres") await dropPgDatabase(databaseUrl)
     rmSync(dir, { recursive: true, force: true })
   })
 
