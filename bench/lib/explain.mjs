@@ -7,7 +7,8 @@
  * plan PostgreSQL may settle on from the sixth).
  *
  * `LIST_SQL` (SQLite) and `LIST_SQL_PG` are copies of the statements `TasksRepo` builds for an owner
- * and a status (the peers run the same page, `servers/shared.mjs`). On PostgreSQL the runner also records the statements
+ * and a status (the peers run the same page, `servers/shared.mjs`). Taskwright's HTTP answer on
+ * SQLite selects each row as `json_object(…)` instead of its columns: the same plan. On PostgreSQL the runner also records the statements
  * Taskwright's connections were seen running during the list phase, and says when its list
  * statement no longer matches this copy.
  */

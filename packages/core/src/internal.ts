@@ -33,6 +33,7 @@ export {
   collectAfterCommit,
   type Dialect,
   type Direct,
+  JsonText,
   type SqlParam,
   type Statement,
   type Store,

@@ -28,7 +28,15 @@ import { fn } from "../domain/Traced.js"
 import { Events } from "../events/Events.js"
 import { LabelsRepo } from "../labels/LabelsRepo.js"
 import { Projects } from "../projects/Projects.js"
-import { type Direct, directOrEffect, flatMapDirect, LATER, mapDirect, type StoreError } from "../store/Store.js"
+import {
+  type Direct,
+  directOrEffect,
+  flatMapDirect,
+  JsonText,
+  LATER,
+  mapDirect,
+  type StoreError
+} from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 import { taskDeleted, taskUpdated } from "./TaskEvents.js"
 import { type TaskRow, TasksRepo, toCreatedTask } from "./TasksRepo.js"
@@ -214,14 +222,26 @@ export class Tasks extends Effect.Service<Tasks>()("@taskwright/core/Tasks", {
         const { tasks, total } = yield* repo.page(filterOf(actor, params), params.limit, params.offset)
         return { tasks, total, limit: params.limit, offset: params.offset } satisfies TaskList
       }),
-      /** {@link list} answered without a fiber when the store can, else `undefined`. */
-      listNow: (actor: Actor, query: unknown): Direct<TaskList, BadRequest | StoreError> | undefined => {
+      /**
+       * {@link list} answered without a fiber when the store can, else `undefined`; on SQLite as
+       * the JSON text of the answer.
+       */
+      listNow: (
+        actor: Actor,
+        query: unknown
+      ): Direct<TaskList | JsonText<TaskList>, BadRequest | StoreError> | undefined => {
         const params = decodeList(query)
         if (Exit.isFailure(params)) return Exit.failCause(params.cause)
         const { limit, offset } = params.value
         const page = repo.pageNow(filterOf(actor, params.value), limit, offset)
         if (page === LATER) return undefined
-        return mapDirect(page, ({ tasks, total }) => Exit.succeed({ tasks, total, limit, offset }))
+        return mapDirect(page, ({ tasks, total }) =>
+          Exit.succeed(
+            tasks instanceof JsonText
+              ? new JsonText<TaskList>(`{"tasks":${tasks.text},"total":${total},"limit":${limit},"offset":${offset}}`)
+              : { tasks, total, limit, offset }
+          )
+        )
       },
       get: fn("Tasks.get")(function* (actor: Actor, id: TaskId) {
         return yield* shown(actor, id, yield* repo.getWithRuns(id))

@@ -15,13 +15,16 @@ import { Effect, Exit } from "effect"
 import { pgAppendEventsOf } from "../events/EventsRepo.js"
 import {
   bothDirect,
+  type Direct,
   directOrEffect,
   effectAndNow,
   flatMapDirect,
+  JsonText,
   LATER,
   mapDirect,
   type SqlParam,
   type Statement,
+  type StoreError,
   StoreTag,
   statement,
   toPgPlaceholders
@@ -185,6 +188,12 @@ const patchStatement = perPatchShape((fields, owned, key) => {
   )
 })
 
+/** A page of tasks and the filter's total; the tasks as JSON text where the store wrote them so. */
+export interface TasksPage {
+  readonly tasks: ReadonlyArray<TaskListItem> | JsonText<ReadonlyArray<TaskListItem>>
+  readonly total: number
+}
+
 /** A page's row with the filter's total. */
 interface PageRow extends ListRow {
   readonly total: number
@@ -194,7 +203,12 @@ interface PageRow extends ListRow {
 // one statement of both, built on first use.
 const listStatements = new Map<
   string,
-  { page: Statement<ListRow>; count: Statement<{ total: number }>; pageWithTotal: Statement<PageRow> }
+  {
+    page: Statement<ListRow>
+    pageJson: Statement<{ item: string }>
+    count: Statement<{ total: number }>
+    pageWithTotal: Statement<PageRow>
+  }
 >()
 
 const filterStatements = (f: TaskFilter) => {
@@ -221,6 +235,13 @@ const filterStatements = (f: TaskFilter) => {
     )
     found = {
       page: statement<ListRow>(`tasks.list.${key}`, page, `SELECT ${columns} ${pgPageFrom}`),
+      // SQLite: each of the page's tasks as the API's JSON, written by SQLite (the same text as the
+      // row made into a list item and stringified: the tests compare the two).
+      pageJson: statement<{ item: string }>(
+        `tasks.listJson.${key}`,
+        `SELECT json_object(${listItemJson}) AS item FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?`,
+        "-- SQLite only"
+      ),
       count: statement<{ total: number }>(`tasks.count.${key}`, count),
       // PostgreSQL: the page and its total in one round trip, not two queries side by side (each
       // costs both processes a wake-up); the total as a scalar subquery on every row, which
@@ -314,6 +335,11 @@ const patchWithEventStatement = perPatchShape((fields, owned, key) => {
      SELECT ${taskWithRunColumns} FROM t LEFT JOIN runs r ON r.task_id = t.id ORDER BY r.started_at, r.id`
   )
 })
+
+// The fields of a list item in the order `toListItem` gives them (`labels` is stored as JSON).
+const listItemJson =
+  "'id', id, 'title', title, 'description', description, 'status', status, 'priority', priority, " +
+  "'labels', json(labels), 'created_at', created_at, 'updated_at', updated_at"
 
 const toPage = (rows: ReadonlyArray<ListRow>, count: { readonly total: number } | undefined) => ({
   tasks: rows.map(toListItem),
@@ -426,8 +452,11 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
         }
         return Effect.zipWith(store.all(s.page, [...params, limit, offset]), store.get(s.count, params), toPage)
       },
-      /** {@link page} without a fiber ({@link Direct}), or `LATER`. */
-      pageNow: (filter: TaskFilter, limit: number, offset: number) => {
+      /**
+       * {@link page} without a fiber ({@link Direct}), or `LATER`. On SQLite the page's tasks come
+       * as JSON text, for the HTTP answer.
+       */
+      pageNow: (filter: TaskFilter, limit: number, offset: number): Direct<TasksPage, StoreError> | typeof LATER => {
         const s = filterStatements(filter)
         const params = filterParams(filter)
         if (store.dialect === "pg") {
@@ -438,11 +467,16 @@ export class TasksRepo extends Effect.Service<TasksRepo>()("@taskwright/core/Tas
             return page !== undefined ? Exit.succeed(page) : directOrEffect(totalOnly(s.count, params))
           })
         }
-        const rows = store.allNow(s.page, [...params, limit, offset])
-        if (rows === LATER) return LATER
+        const json = store.allNow(s.pageJson, [...params, limit, offset])
+        if (json === LATER) return LATER
         const count = store.allNow(s.count, params)
         if (count === LATER) return LATER
-        return mapDirect(bothDirect(rows, count), ([r, c]) => Exit.succeed(toPage(r, c[0])))
+        return mapDirect(bothDirect(json, count), ([items, [c]]) =>
+          Exit.succeed({
+            tasks: new JsonText<ReadonlyArray<TaskListItem>>(`[${items.map((row) => row.item).join(",")}]`),
+            total: Number(c?.total ?? 0)
+          })
+        )
       },
       /** Inserts a task (a unit step: run it inside the change's unit of work); answers its id. */
       *insert(row: Omit<TaskRow, "id">): Unit.Work<TaskId> {

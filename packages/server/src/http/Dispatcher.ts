@@ -22,7 +22,7 @@ import {
   Unauthorized,
   UpgradeRequired
 } from "@taskwright/core"
-import { redactCredentials, StoreTag, statement } from "@taskwright/core/internal"
+import { JsonText, redactCredentials, StoreTag, statement } from "@taskwright/core/internal"
 import { Cause, Context, Effect, Either, Exit, Option, type ParseResult, Runtime } from "effect"
 import { type HandlerServices, handlers } from "../handlers/index.js"
 import { MAX_BODY_BYTES, missingBody, type ParsedBody, parseJsonBody } from "./Body.js"
@@ -223,7 +223,7 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
       if (raw !== undefined) return send(reply, reply.route.status, exit.value as string, raw)
       return exit.value === noContent
         ? send(reply, 204, "", "text/plain; charset=utf-8")
-        : send(reply, reply.route.status, JSON.stringify(exit.value))
+        : send(reply, reply.route.status, exit.value instanceof JsonText ? exit.value.text : JSON.stringify(exit.value))
     }
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) {

@@ -8,7 +8,7 @@
 import type { HttpApi, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import type { Authentication, TaskwrightApi } from "@taskwright/api"
 import type { Actor, RequestInfo, StoreError } from "@taskwright/core"
-import type { Direct } from "@taskwright/core/internal"
+import type { Direct, JsonText } from "@taskwright/core/internal"
 import type { Context, Effect } from "effect"
 import type { HandlerServices } from "../handlers/index.js"
 
@@ -83,7 +83,7 @@ export type AnyHandler = ((input: AnyHandlerInput) => Effect.Effect<unknown, unk
  * (an Exit), as one promise on PostgreSQL (see `Direct` in the core). `undefined` when it cannot;
  * the handler itself then runs.
  */
-export type AnswerNow<I, A, E, R> = (input: I, services: Context.Context<R>) => Direct<A, E> | undefined
+export type AnswerNow<I, A, E, R> = (input: I, services: Context.Context<R>) => Direct<A | JsonText<A>, E> | undefined
 
 /** `handler`, able to answer at once through `now`. */
 export const answeringNow = <I, A, E, R>(
