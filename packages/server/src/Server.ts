@@ -191,7 +191,7 @@ const watchConnections = (server: Server, max: number, secure: boolean): Connect
   // A listener here answers Node's question "is anyone handling this timeout?": otherwise it destroys the socket.
   server.on("timeout", (socket: Socket) => {
     const connection = connections.get(socket)
-    if (connection !== undefined && connection.isHandling()) return
+    if (connection?.isHandling() === true) return
     socket.destroy()
   })
   return {
