@@ -1,8 +1,8 @@
 /**
  * The write-ahead log of a SQLite file stays bounded under a steady stream of task inserts made
  * with `INSERT ... RETURNING` (which never triggered SQLite's own checkpoint: the log grew by
- * about 44 KB a task, without end), every row lands in the database, and the worker thread stops
- * with the store.
+ * about 44 KB a task, without end), every row lands in the database, the worker thread stops
+ * when writes stop and starts again with the next, and it stops with the store.
  */
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -11,6 +11,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { migrate } from "../../src/store/migrations.js"
+import { checkpointInBackground, fileDescriptorSlot } from "../../src/store/SqliteCheckpointer.js"
 import * as SqliteStore from "../../src/store/SqliteStore.js"
 import { StoreTag, statement } from "../../src/store/Store.js"
 
@@ -134,6 +135,66 @@ describe("the checkpointer's descriptor of the database file", () => {
           { whileOpen: 1, afterFirst: 1, afterBoth: 0 }
         )
       })
+    },
+    30_000
+  )
+})
+
+describe("the checkpointing worker when writes stop", () => {
+  it.live(
+    "stops after its idle time with the log copied, starts again with the next write, and the store's close waits for it",
+    () => {
+      const file = join(dir, "idle.db")
+      // The writer: a connection that never checkpoints, so only the worker copies the log into
+      // the database file, whose size then shows what the worker did.
+      const db = new Database(file)
+      db.pragma("journal_mode = WAL")
+      db.pragma("wal_autocheckpoint = 0")
+      db.exec("CREATE TABLE t (x TEXT NOT NULL)")
+      const insert = db.prepare("INSERT INTO t (x) VALUES (?)")
+      const insertMany = db.transaction((n: number) => {
+        for (let i = 0; i < n; i++) insert.run("x".repeat(1000))
+      })
+      const errors: Array<string> = []
+      const until = (what: string, ok: () => boolean) =>
+        Effect.gen(function* () {
+          for (let waited = 0; !ok(); waited += 20) {
+            if (waited > 10_000) return yield* Effect.die(new Error(`waited 10 s for ${what}`))
+            yield* Effect.sleep("20 millis")
+          }
+        })
+      return Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
+        const checkpointer = yield* Scope.extend(
+          checkpointInBackground(file, slot, (m) => errors.push(m), 300),
+          scope
+        )
+        const idleAtFirst = checkpointer.running()
+        const before = statSync(file).size
+        insertMany(500)
+        checkpointer.wrote()
+        const startedByWrite = checkpointer.running()
+        yield* until("the first checkpoint", () => statSync(file).size > before + 400_000)
+        yield* until("the idle stop", () => !checkpointer.running())
+        // Told to stop: its last checkpoint and exit take it a few milliseconds. Then writes stay in
+        // the log until one says it wrote.
+        yield* Effect.sleep("1 second")
+        const afterStop = statSync(file).size
+        insertMany(500)
+        yield* Effect.sleep("200 millis")
+        const whileStopped = statSync(file).size
+        checkpointer.wrote()
+        const startedAgain = checkpointer.running()
+        yield* until("the checkpoint after the restart", () => statSync(file).size > afterStop + 400_000)
+        yield* Scope.close(scope, Exit.void)
+        assert.deepStrictEqual(
+          { idleAtFirst, startedByWrite, unchangedWhileStopped: whileStopped === afterStop, startedAgain, errors },
+          { idleAtFirst: false, startedByWrite: true, unchangedWhileStopped: true, startedAgain: true, errors: [] }
+        )
+        assert.isFalse(checkpointer.running())
+        assert.strictEqual((db.prepare("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n, 1000)
+      }).pipe(Effect.ensuring(Effect.sync(() => db.close())))
     },
     30_000
   )
