@@ -19,6 +19,7 @@ import { migrate } from "../../src/store/migrations.js"
 import * as SqliteStore from "../../src/store/SqliteStore.js"
 import { type Statement, type Store, type StoreError, StoreTag, statement } from "../../src/store/Store.js"
 import { createPgDatabase, dropPgDatabase, storeKinds } from "../stores.js"
+import { until } from "../until.js"
 
 /** One held answer: `reached` once the statement has answered, the answer handed on at `release`. */
 interface Hold {
@@ -148,14 +149,6 @@ describe.each(storeKinds)("the event hub on %s", (kind) => {
       )
     )
     return { ids, subscribed }
-  }
-
-  const until = async (check: () => boolean, ms = 10_000) => {
-    const deadline = Date.now() + ms
-    while (!check()) {
-      if (Date.now() > deadline) throw new Error("timed out")
-      await new Promise((r) => setTimeout(r, 10))
-    }
   }
 
   const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)

@@ -14,6 +14,7 @@ import { migrate } from "../../src/store/migrations.js"
 import { checkpointInBackground, fileDescriptorSlot } from "../../src/store/SqliteCheckpointer.js"
 import * as SqliteStore from "../../src/store/SqliteStore.js"
 import { StoreTag, statement } from "../../src/store/Store.js"
+import { until } from "../until.js"
 
 const dir = mkdtempSync(join(tmpdir(), "tw-checkpoint-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -156,13 +157,7 @@ describe("the checkpointing worker when writes stop", () => {
         for (let i = 0; i < n; i++) insert.run("x".repeat(1000))
       })
       const errors: Array<string> = []
-      const until = (what: string, ok: () => boolean) =>
-        Effect.gen(function* () {
-          for (let waited = 0; !ok(); waited += 20) {
-            if (waited > 10_000) return yield* Effect.die(new Error(`waited 10 s for ${what}`))
-            yield* Effect.sleep("20 millis")
-          }
-        })
+      const waitFor = (what: string, ok: () => boolean) => Effect.promise(() => until(ok, 10_000, what))
       return Effect.gen(function* () {
         const scope = yield* Scope.make()
         const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
@@ -175,8 +170,8 @@ describe("the checkpointing worker when writes stop", () => {
         insertMany(500)
         checkpointer.wrote()
         const startedByWrite = checkpointer.running()
-        yield* until("the first checkpoint", () => statSync(file).size > before + 400_000)
-        yield* until("the idle stop", () => !checkpointer.running())
+        yield* waitFor("the first checkpoint", () => statSync(file).size > before + 400_000)
+        yield* waitFor("the idle stop", () => !checkpointer.running())
         // Told to stop: its last checkpoint and exit take it a few milliseconds. Then writes stay in
         // the log until one says it wrote.
         yield* Effect.sleep("1 second")
@@ -186,7 +181,7 @@ describe("the checkpointing worker when writes stop", () => {
         const whileStopped = statSync(file).size
         checkpointer.wrote()
         const startedAgain = checkpointer.running()
-        yield* until("the checkpoint after the restart", () => statSync(file).size > afterStop + 400_000)
+        yield* waitFor("the checkpoint after the restart", () => statSync(file).size > afterStop + 400_000)
         yield* Scope.close(scope, Exit.void)
         assert.deepStrictEqual(
           { idleAtFirst, startedByWrite, unchangedWhileStopped: whileStopped === afterStop, startedAgain, errors },
