@@ -22,6 +22,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readSync,
   renameSync,
   rmSync,
   writeFileSync
@@ -29,6 +30,7 @@ import {
 import { createRequire } from "node:module"
 import { homedir } from "node:os"
 import { dirname, join } from "node:path"
+import { StringDecoder } from "node:string_decoder"
 import { fileURLToPath } from "node:url"
 import { Script } from "node:vm"
 import { holdYoungGeneration, withStartupFlags } from "./youngGeneration.js"
@@ -93,6 +95,34 @@ const writeCache = (dir: string, file: string, buildTag: string, data: Buffer) =
 
 const digest = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 24)
 
+/** Under glibc's starting mmap threshold (128 KiB), so the pieces come from its heap and go back to it. */
+const PIECE_BYTES = 64 * 1024
+
+/**
+ * The bundle's text and its hash, read 64 KiB at a time. Read whole, its 2.2 MB took buffers of up
+ * to 4 MB (a string grown by doubling) and 7 MB (the text encoded again to hash it), each mapped on
+ * its own; glibc raises its mmap threshold to the size of the largest mapping it frees, and its trim
+ * threshold to twice that, so the compiler's allocations then came from the main heap, which a
+ * start that compiled left 11 MiB larger for the life of the server.
+ */
+const readBundle = (): { readonly source: string; readonly hash: string } => {
+  const fd = openSync(bundle, constants.O_RDONLY)
+  try {
+    const piece = Buffer.allocUnsafeSlow(PIECE_BYTES)
+    const hash = createHash("sha256")
+    const decoder = new StringDecoder("utf8")
+    let source = ""
+    for (let read = readSync(fd, piece); read > 0; read = readSync(fd, piece)) {
+      const bytes = piece.subarray(0, read)
+      hash.update(bytes)
+      source += decoder.write(bytes)
+    }
+    return { source: source + decoder.end(), hash: hash.digest("hex").slice(0, 24) }
+  } finally {
+    closeSync(fd)
+  }
+}
+
 type Wrapper = (
   exports: object,
   require: NodeJS.Require,
@@ -106,10 +136,10 @@ type Wrapper = (
  * A function, so that the source and the cache's bytes are garbage once V8 has them.
  */
 const compile = (): Wrapper => {
-  const source = readFileSync(bundle, "utf8")
+  const { source, hash } = readBundle()
   const dir = cacheDirectory()
   // cli-<bundle>-<node and its flags>.v8: a new build drops the old build's caches, not its own for other flags.
-  const buildTag = `cli-${digest(source)}-`
+  const buildTag = `cli-${hash}-`
   const file =
     dir === undefined
       ? undefined
