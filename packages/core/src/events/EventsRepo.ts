@@ -7,7 +7,7 @@
  */
 import type { EventDraft } from "@taskwright/domain"
 import { Effect } from "effect"
-import { StoreTag, statement } from "../store/Store.js"
+import { StoreTag, statement, toPgPlaceholders } from "../store/Store.js"
 import * as Unit from "../store/Unit.js"
 
 export interface EventRow {
@@ -33,7 +33,8 @@ const ORDER_LOCK = "ordered AS (SELECT pg_advisory_xact_lock(727002))"
 export const pgAppendEventsOf = (rows: string, type: string, data: string, at: string): string =>
   `${ORDER_LOCK}, appended AS (INSERT INTO events (type, owner_id, run_id, data, created_at) SELECT ${type}, ${rows}.owner_id, NULL, ${data}, ${at} FROM ${rows}, ordered)`
 
-const q = {
+/** The log's statements; exported for the tests that read their plans. */
+export const eventStatements = {
   append: statement(
     "events.append",
     "INSERT INTO events (type, owner_id, run_id, data, created_at) SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)",
@@ -70,12 +71,20 @@ const q = {
     "SELECT MIN(id) AS oldest, MAX(id) AS newest FROM events"
   ),
   // The newest event always stays: the log then still says how far it went, so a `since` from
-  // before a prune that emptied it is known to have missed events.
+  // before a prune that emptied it is known to have missed events. SQLite, left to itself, walks the
+  // whole log by id to honour the ORDER BY (60 ms and its 16 MB page cache filled at 76,000 events,
+  // at every start and every ten minutes, when nothing is old); from the time index it reads only
+  // the old events' ids (0.2 ms when there are none) and sorts those.
   prune: statement(
     "events.prune",
-    "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ? AND id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?)"
+    "DELETE FROM events WHERE id IN (SELECT id FROM events INDEXED BY events_created WHERE created_at < ? AND id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?)",
+    toPgPlaceholders(
+      "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ? AND id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?)"
+    )
   )
 }
+
+const q = eventStatements
 
 const toRow = (row: EventRow): EventRow => (typeof row.id === "number" ? row : { ...row, id: Number(row.id) })
 

@@ -14,7 +14,7 @@ import { Cause, Deferred, Effect, Either, Exit, Fiber, FiberId, Layer, ManagedRu
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { settingsFromEnv, TaskwrightConfig } from "../../src/Config.js"
 import { Events, type Subscription } from "../../src/events/Events.js"
-import { EventsRepo } from "../../src/events/EventsRepo.js"
+import { EventsRepo, eventStatements } from "../../src/events/EventsRepo.js"
 import { migrate } from "../../src/store/migrations.js"
 import * as SqliteStore from "../../src/store/SqliteStore.js"
 import { type Statement, type Store, type StoreError, StoreTag, statement } from "../../src/store/Store.js"
@@ -305,6 +305,21 @@ describe.each(storeKinds)("the event hub on %s", (kind) => {
     const ids = got.map((e) => e.id)
     expect(ids).toEqual(range(first, first + ids.length - 1))
     expect(got[0]).toMatchObject({ id: first, type: "task.created", data: { title: "first" } })
+  })
+
+  it.runIf(kind === "sqlite")("pruning reads the old events' ids from the time index, not the whole log", async () => {
+    // Left to itself SQLite walks the log by id to honour the ORDER BY, every start and every ten minutes.
+    const plan = await run(
+      Effect.flatMap(StoreTag, (store) =>
+        store.all(
+          statement<{ detail: string }>("test.prunePlan", `EXPLAIN QUERY PLAN ${eventStatements.prune.sqlite}`),
+          ["2000-01-01T00:00:00.000Z", 1000]
+        )
+      )
+    )
+    const steps = plan.map((step) => step.detail)
+    expect(steps).toContain("SEARCH events USING COVERING INDEX events_created (created_at<?)")
+    expect(steps.some((step) => step.includes("rowid<?"))).toBe(false)
   })
 
   it("pruning keeps the newest event; a since older than what is kept fails with EventsGone, also once the log is emptied", async () => {
