@@ -12,7 +12,7 @@
  * `TASKWRIGHT_CODE_CACHE=/some/dir` puts it elsewhere than `~/.cache/taskwright`. Where there are
  * no user ids to check (Windows) there is no cache.
  */
-import { createHash } from "node:crypto"
+import { createHash, type Hash } from "node:crypto"
 import {
   closeSync,
   constants,
@@ -93,7 +93,10 @@ const writeCache = (dir: string, file: string, buildTag: string, data: Buffer) =
   }
 }
 
-const digest = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 24)
+/** A hash as the cache's file names carry it. */
+const tagOf = (hash: Hash) => hash.digest("hex").slice(0, 24)
+
+const digest = (text: string) => tagOf(createHash("sha256").update(text))
 
 /** Under glibc's starting mmap threshold (128 KiB), so the pieces come from its heap and go back to it. */
 const PIECE_BYTES = 64 * 1024
@@ -117,7 +120,7 @@ const readBundle = (): { readonly source: string; readonly hash: string } => {
       hash.update(bytes)
       source += decoder.write(bytes)
     }
-    return { source: source + decoder.end(), hash: hash.digest("hex").slice(0, 24) }
+    return { source: source + decoder.end(), hash: tagOf(hash) }
   } finally {
     closeSync(fd)
   }
