@@ -33,6 +33,10 @@ const ORDER_LOCK = "ordered AS (SELECT pg_advisory_xact_lock(727002))"
 export const pgAppendEventsOf = (rows: string, type: string, data: string, at: string): string =>
   `${ORDER_LOCK}, appended AS (INSERT INTO events (type, owner_id, run_id, data, created_at) SELECT ${type}, ${rows}.owner_id, NULL, ${data}, ${at} FROM ${rows}, ordered)`
 
+/** The oldest events before a time, up to a count; `hint` names SQLite's index (PostgreSQL has none). */
+const pruneOldest = (hint: string) =>
+  `DELETE FROM events WHERE id IN (SELECT id FROM events${hint} WHERE created_at < ? AND id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?)`
+
 /** The log's statements; exported for the tests that read their plans. */
 export const eventStatements = {
   append: statement(
@@ -75,13 +79,7 @@ export const eventStatements = {
   // whole log by id to honour the ORDER BY (60 ms and its 16 MB page cache filled at 76,000 events,
   // at every start and every ten minutes, when nothing is old); from the time index it reads only
   // the old events' ids (0.2 ms when there are none) and sorts those.
-  prune: statement(
-    "events.prune",
-    "DELETE FROM events WHERE id IN (SELECT id FROM events INDEXED BY events_created WHERE created_at < ? AND id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?)",
-    toPgPlaceholders(
-      "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ? AND id < (SELECT MAX(id) FROM events) ORDER BY id LIMIT ?)"
-    )
-  )
+  prune: statement("events.prune", pruneOldest(" INDEXED BY events_created"), toPgPlaceholders(pruneOldest("")))
 }
 
 const q = eventStatements
