@@ -424,6 +424,13 @@ const quiet = async (pid, limitMs = 5_000) => {
   }
 }
 
+/** Everything the kernel holds to write, written (`sync`, so PostgreSQL's files too). */
+const writeBack = () => {
+  const r = spawnSync("sync", [], { stdio: "ignore" })
+  if (r.status !== 0)
+    log(`  sync failed (${r.error?.message ?? `exit ${r.status}`}): a measurement may pay for earlier writes`)
+}
+
 /** One endpoint on a life's server: a warm-up, then a measured run. Answers the measurement. */
 const measureEndpoint = async (life, endpoint, { phase, round, seed, connections, secondsOf, warmupS, ctx }) => {
   const { config, loadgen } = ctx
@@ -440,6 +447,10 @@ const measureEndpoint = async (life, endpoint, { phase, round, seed, connections
     scriptDir: ctx.scriptDir,
     pinCpu: config.pin ? 1 : undefined
   }
+  // Whatever the machine still has to write goes to disk first: a round's copies of the seed
+  // (250 MB each on SQLite) and a peer's writes would otherwise be written back some 30 s later,
+  // in the middle of whichever server is measured then.
+  writeBack()
   let warm = null
   let after = 0
   if (warmupS > 0) {
