@@ -248,6 +248,16 @@ export const dumpPg = async (databaseUrl: string) => {
 
 export const removeDir = (dir: string) => rm(dir, { recursive: true, force: true })
 
+/**
+ * Waits, when the current fixed window (aligned to the epoch, as the limiter's are) has less
+ * than 15 s left, for the next one to begin, so that a test counting hits against a budget
+ * never straddles two windows (the second would start again from one).
+ */
+export const freshWindow = async (windowMs = 60_000) => {
+  const into = Date.now() % windowMs
+  if (into > windowMs - 15_000) await new Promise((resolve) => setTimeout(resolve, windowMs - into + 50))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Load
 

@@ -5,7 +5,15 @@
  */
 import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { cookie, createKey, createPasswordUser, login, type PasswordUser, sha256Hex } from "./auth-helpers.js"
+import {
+  cookie,
+  createKey,
+  createPasswordUser,
+  freshWindow,
+  login,
+  type PasswordUser,
+  sha256Hex
+} from "./auth-helpers.js"
 
 interface Envelope {
   readonly error: { readonly code: string; readonly message: string; readonly details: Record<string, unknown> }
@@ -345,6 +353,7 @@ describe("brute force", () => {
     try {
       const user = await createPasswordUser(s)
       const other = await createPasswordUser(s)
+      await freshWindow(15 * 60_000)
       const statuses: Array<number> = []
       for (let i = 0; i < 7; i++) {
         const r = await s.request("POST", "/api/auth/login", {
@@ -382,6 +391,7 @@ describe("brute force", () => {
   it("slows login per address: the anonymous budget (10 a minute by default)", async () => {
     const s = await startTestServer()
     try {
+      await freshWindow()
       const statuses: Array<number> = []
       for (let i = 0; i < 12; i++) {
         const r = await s.request("POST", "/api/auth/login", {

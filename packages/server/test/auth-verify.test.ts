@@ -6,7 +6,7 @@
 import { connect } from "node:net"
 import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { accessToken, cookie, createPasswordUser, login } from "./auth-helpers.js"
+import { accessToken, cookie, createPasswordUser, freshWindow, login } from "./auth-helpers.js"
 
 /** Sends raw bytes and answers the first response's status line and headers, or times out. */
 const raw = (url: string, text: string, timeoutMs = 2000) =>
@@ -108,6 +108,7 @@ describe("/api/auth/verify over budget", () => {
   it("answers 401 (never 429) to a caller without a credential over the anonymous budget", async () => {
     const s = await startTestServer()
     try {
+      await freshWindow()
       const statuses: Array<number> = []
       for (let i = 0; i < 14; i++) statuses.push((await s.request("GET", "/api/auth/verify")).status)
       expect(statuses.every((x) => x === 401)).toBe(true)
@@ -123,6 +124,7 @@ describe("/api/auth/verify over budget", () => {
   it("answers 403 with Retry-After (never 429) to a valid credential over its budget", async () => {
     const s = await startTestServer({ env: { TASKWRIGHT_RATE_LIMIT: "5" } })
     try {
+      await freshWindow()
       const answers = []
       for (let i = 0; i < 7; i++) answers.push(await s.request("GET", "/api/auth/verify", { key: s.adminKey }))
       expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 403, 403])

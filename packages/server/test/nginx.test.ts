@@ -16,7 +16,16 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { accessToken, cookie, createKey, createPasswordUser, freePort, login, removeDir } from "./auth-helpers.js"
+import {
+  accessToken,
+  cookie,
+  createKey,
+  createPasswordUser,
+  freePort,
+  freshWindow,
+  login,
+  removeDir
+} from "./auth-helpers.js"
 
 const NGINX = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"].find((p) => existsSync(p))
 
@@ -242,6 +251,7 @@ describe.each(testStores())("nginx auth_request in front of an upstream, Taskwri
   })
 
   it("never turns an over-budget caller into a 500: 401 without a credential, valid keys still pass", async () => {
+    await freshWindow()
     const statuses: Array<number> = []
     for (let i = 0; i < 15; i++) statuses.push((await via("/app")).status)
     expect(statuses.every((x) => x === 401)).toBe(true)

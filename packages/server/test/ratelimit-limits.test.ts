@@ -5,7 +5,7 @@
  */
 import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { accessToken, burst, cookie, createKey, createPasswordUser, login } from "./auth-helpers.js"
+import { accessToken, burst, cookie, createKey, createPasswordUser, freshWindow, login } from "./auth-helpers.js"
 
 const expectRateHeaders = (headers: Headers, limit: number) => {
   expect(Number(headers.get("x-ratelimit-limit"))).toBe(limit)
@@ -17,12 +17,6 @@ const expectRateHeaders = (headers: Headers, limit: number) => {
   expect(reset).toBeGreaterThan(now - 1)
   expect(reset).toBeLessThanOrEqual(Math.ceil(now) + 60)
   expect(Number.isInteger(reset)).toBe(true)
-}
-
-/** Starts a test at the beginning of a fixed window, so that a burst does not straddle two. */
-const freshWindow = async () => {
-  const intoMinute = Date.now() % 60_000
-  if (intoMinute > 45_000) await new Promise((resolve) => setTimeout(resolve, 60_000 - intoMinute + 50))
 }
 
 describe.each(testStores())("rate limits on %s", (store) => {

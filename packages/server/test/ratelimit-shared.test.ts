@@ -6,14 +6,9 @@
  */
 import { createPgDatabase } from "@taskwright/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { burst, type ServerProcess, startServerProcess } from "./auth-helpers.js"
+import { burst, freshWindow, type ServerProcess, startServerProcess } from "./auth-helpers.js"
 
 const LIMIT = 300
-
-const freshWindow = async () => {
-  const intoMinute = Date.now() % 60_000
-  if (intoMinute > 45_000) await new Promise((resolve) => setTimeout(resolve, 60_000 - intoMinute + 50))
-}
 
 const pair = async (databaseUrl: string, env: Record<string, string>) => {
   const a = await startServerProcess({ databaseUrl, env })
