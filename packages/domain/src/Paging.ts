@@ -48,17 +48,24 @@ function wholeNumberAnnotations(name: string, min: number, max: number, descript
 
 const MAX_OFFSET = 1_000_000_000
 
+/** The page size a list answers when it is not given one. */
+export const DEFAULT_PAGE_SIZE = 50
+
+/** The largest page size a list answers (the web board's). */
+export const MAX_PAGE_SIZE = 200
+
 /** `limit` 1-200 (default 50) and `offset` >= 0 (default 0), as the services take them. */
 export const PageParams = {
-  limit: Schema.optionalWith(WholeNumber("limit", 1, 200), { default: () => 50 }),
+  limit: Schema.optionalWith(WholeNumber("limit", 1, MAX_PAGE_SIZE), { default: () => DEFAULT_PAGE_SIZE }),
   offset: Schema.optionalWith(WholeNumber("offset", 0, MAX_OFFSET), { default: () => 0 })
 }
 
 /** {@link PageParams} as a query string carries them (the HTTP contract). */
 export const PageQuery = {
-  limit: Schema.optionalWith(WholeNumberQuery("limit", 1, 200, "How many items to answer, 1 to 200.", 50), {
-    default: () => 50
-  }),
+  limit: Schema.optionalWith(
+    WholeNumberQuery("limit", 1, MAX_PAGE_SIZE, `How many items to answer, 1 to ${MAX_PAGE_SIZE}.`, DEFAULT_PAGE_SIZE),
+    { default: () => DEFAULT_PAGE_SIZE }
+  ),
   offset: Schema.optionalWith(WholeNumberQuery("offset", 0, MAX_OFFSET, "How many items to skip.", 0), {
     default: () => 0
   })
@@ -67,7 +74,7 @@ export const PageQuery = {
 /** The paging figures of a list answer. */
 export const PageFields = {
   total: Count("How many items match, over all pages."),
-  limit: Count("The page size used.", 1, 200),
+  limit: Count("The page size used.", 1, MAX_PAGE_SIZE),
   offset: Count("How many items were skipped.", 0, MAX_OFFSET)
 }
 
