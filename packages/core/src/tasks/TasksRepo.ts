@@ -210,22 +210,25 @@ const listStatements = new Map<
     pageJson: Statement<{ item: string }>
     count: Statement<{ total: number }>
     pageWithTotal: Statement<PageRow>
-    firstPageWithTotal: ReadonlyMap<number, Statement<PageRow>>
+    /** By page size (`SIZES_IN_TEXT`): a first page, and a later one. */
+    sizedPageWithTotal: ReadonlyMap<number, { readonly first: Statement<PageRow>; readonly later: Statement<PageRow> }>
   }
 >()
 
 /**
  * PostgreSQL plans a statement whose `LIMIT` and `OFFSET` are parameters again at every
  * execution: its generic plan, not knowing them, is costed for a tenth of the rows, looks dearer
- * than a plan made for the values, and is never chosen (docs/serving.md). With the bounds written
- * into the text the generic plan is costed right, and from the sixth execution on the connection
- * keeps it: a first page then costs the database about a third less (pgbench, the bench's seed).
- * So the first page (offset 0) of the sizes clients ask for most, the default and the web board's,
- * has statements of its own. Only for the filters an index matches exactly: the plan is that
- * index whatever the values, so a plan made once fits every owner and status. With other filters
- * the planner's choice depends on the values, and those keep a plan made for them.
+ * than a plan made for the values, and is never chosen (docs/serving.md). With the page size
+ * written into the text the generic plan is costed for it: a first page (no `OFFSET`) is then
+ * costed right, and from the sixth execution the connection keeps the plan (the database's time
+ * per first page down by about a third, pgbench on the bench's seed); a later page (`OFFSET $n`)
+ * is costed as if it skipped a tenth of the filter's tasks, and kept once the pages asked for lie
+ * deeper than that. So the sizes clients ask for most, the default and the web board's, have
+ * statements of their own. Only for the filters an index reads exactly: the plan is that index
+ * whatever the values, so a plan made once fits every owner, status and offset. With other
+ * filters the planner's choice depends on the values, and those keep a plan made for them.
  */
-const FIRST_PAGE_SIZES = [DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE]
+const SIZES_IN_TEXT = [DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE]
 
 /** Filter keys (as {@link filterStatements} spells them) whose index reads exactly the filter's tasks in id order. */
 const indexedExactly = new Set(["", "o", "os", "op", "s", "p", "j"])
@@ -274,16 +277,19 @@ const filterStatements = (f: TaskFilter) => {
         "-- PostgreSQL only",
         `SELECT ${pgTotal}, ${columns} ${pgPageFrom}`
       ),
-      // PostgreSQL: the same for a first page of a common size, its bounds in the text (FIRST_PAGE_SIZES).
-      firstPageWithTotal: new Map(
-        (indexedExactly.has(key) ? FIRST_PAGE_SIZES : []).map((size) => [
-          size,
-          statement<PageRow>(
-            `tasks.listWithTotal.${key}.first${size}`,
-            "-- PostgreSQL only",
-            `SELECT ${pgTotal}, ${columns} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${toPgPlaceholders(clause)} ORDER BY id DESC LIMIT ${size})) ORDER BY id DESC`
-          )
-        ])
+      // PostgreSQL: the same with the page size in the text (SIZES_IN_TEXT).
+      sizedPageWithTotal: new Map(
+        (indexedExactly.has(key) ? SIZES_IN_TEXT : []).map((size) => {
+          const sized = (name: string, bounds: string) =>
+            statement<PageRow>(
+              `tasks.listWithTotal.${key}.${name}${size}`,
+              "-- PostgreSQL only",
+              toPgPlaceholders(
+                `SELECT ${pgTotal}, ${columns} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${clause} ORDER BY id DESC ${bounds})) ORDER BY id DESC`
+              )
+            )
+          return [size, { first: sized("first", `LIMIT ${size}`), later: sized("sized", `LIMIT ${size} OFFSET ?`) }]
+        })
       )
     }
     listStatements.set(key, found)
@@ -298,8 +304,9 @@ const pgPage = (
   limit: number,
   offset: number
 ): [Statement<PageRow>, Array<SqlParam>] => {
-  const first = offset === 0 ? s.firstPageWithTotal.get(limit) : undefined
-  return first !== undefined ? [first, [...params]] : [s.pageWithTotal, [...params, limit, offset]]
+  const sized = s.sizedPageWithTotal.get(limit)
+  if (sized === undefined) return [s.pageWithTotal, [...params, limit, offset]]
+  return offset === 0 ? [sized.first, [...params]] : [sized.later, [...params, offset]]
 }
 
 const filterParams = (f: TaskFilter): Array<SqlParam> => {
