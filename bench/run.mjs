@@ -17,7 +17,7 @@ import pg from "pg"
 import { checkServer, makeOracle, makePgOracle } from "./lib/check.mjs"
 import { ENDPOINTS, LONG_RUNS, planFor, WRITES } from "./lib/endpoints.mjs"
 import { explainPg, explainSqlite, listSql, sameStatement } from "./lib/explain.mjs"
-import { chooseLoadgen, runLoad } from "./lib/loadgen.mjs"
+import { chooseLoadgen, mergeLatencies, runLoad } from "./lib/loadgen.mjs"
 import {
   assertLoopback,
   backendPids,
@@ -34,7 +34,7 @@ import {
   refuseNewDatabases,
   serverVersion
 } from "./lib/pg.mjs"
-import { cpuSeconds, freePort, killAll, memory, startServer, stopServer } from "./lib/proc.mjs"
+import { cpuSeconds, freePort, killAll, memory, placeRequestThread, startServer, stopServer } from "./lib/proc.mjs"
 import { explainBlocks, largeTable, startupTable, summarise, summaryTable, throughputTables } from "./lib/report.mjs"
 import {
   BUILT_CLI,
@@ -101,7 +101,7 @@ const readConfig = () => {
   const quick = flag("BENCH_QUICK", false)
   const storeName = (env.BENCH_STORE || "sqlite").toLowerCase()
   if (!STORES[storeName]) throw new Error(`BENCH_STORE must be sqlite, pg or both, got ${env.BENCH_STORE}`)
-  const durationS = num("BENCH_DURATION", quick ? 2 : 10, { min: 1, integer: true })
+  const durationS = num("BENCH_DURATION", quick ? 2 : 20, { min: 1, integer: true })
   // A write's or a list's p99 needs a longer run than a GET's: each wrk run adds a few hundred slow
   // requests of its own (bench README, "Long runs of writes and lists").
   const longDurationS = num("BENCH_LONG_DURATION", quick ? durationS : Math.max(durationS, 30), {
@@ -109,6 +109,8 @@ const readConfig = () => {
     integer: true
   })
   const warmupS = num("BENCH_WARMUP", quick ? 1 : 4, { min: 0, integer: true })
+  // A measured run is taken in slices of this many seconds, in turn with the other servers' (0: whole).
+  const sliceS = num("BENCH_SLICE", quick ? 0 : 3, { min: 0, integer: true })
   const events = (env.BENCH_EVENTS || "auto").toLowerCase()
   if (!EVENTS.includes(events)) throw new Error(`BENCH_EVENTS must be auto, on or off, got ${env.BENCH_EVENTS}`)
   const config = {
@@ -118,6 +120,7 @@ const readConfig = () => {
     durationS,
     longDurationS,
     warmupS,
+    sliceS,
     connections: num("BENCH_CONNECTIONS", 50, { min: 1, integer: true }),
     threads: num("BENCH_THREADS", 1, { min: 1, integer: true }),
     tasks: num("BENCH_TASKS", 100_000, { min: 1000, integer: true }),
@@ -134,7 +137,8 @@ const readConfig = () => {
     servers: list("BENCH_SERVERS", ["A", "B", "C"]).map((s) => s.toUpperCase()),
     endpoints: list("BENCH_ENDPOINTS", Object.keys(ENDPOINTS)),
     loadgen: env.BENCH_LOADGEN || undefined,
-    pin: flag("BENCH_PIN", false),
+    // The request thread and the load generator on CPUs of their own, swapped slice by slice.
+    pin: flag("BENCH_PIN", os.availableParallelism() >= 2 && spawnSync("taskset", ["-V"]).status === 0),
     keySource: env.BENCH_KEY_SOURCE || "auto",
     schemaSql: env.BENCH_SCHEMA_SQL || undefined,
     aEnv: parseAEnv(env.BENCH_A_ENV),
@@ -318,7 +322,6 @@ const watchStatements = (ctx, database) => {
  * did not start).
  */
 const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) => {
-  const { config } = ctx
   const pgStore = ctx.store === "pg"
   const dir = join(ctx.runDir, `${def.key}-${phase}-r${round}`)
   const database = runDb(def)
@@ -343,8 +346,7 @@ const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) =
   const logFile = join(WORK, "logs", `${def.key}-${pgStore ? "pg-" : ""}${phase}-${seed.name}-r${round}.log`)
   rmSync(logFile, { force: true })
   const port = await freePort()
-  let argv = def.argv(port, dir, database)
-  if (config.pin) argv = ["taskset", "-c", "0", ...argv]
+  const argv = def.argv(port, dir, database)
   const record = {
     phase,
     round,
@@ -431,67 +433,161 @@ const writeBack = () => {
     log(`  sync failed (${r.error?.message ?? `exit ${r.status}`}): a measurement may pay for earlier writes`)
 }
 
-/** One endpoint on a life's server: a warm-up, then a measured run. Answers the measurement. */
-const measureEndpoint = async (life, endpoint, { phase, round, seed, connections, secondsOf, warmupS, ctx }) => {
+/**
+ * Each server's warm-up, then its measured run cut into slices of at most `sliceS` seconds taken
+ * in turn (A B C, then C B A, ...; odd rounds start with A, even ones with C), so that whatever
+ * the machine does for a few seconds falls on every server alike: on these machines a server's
+ * rate on the same endpoint moves by up to half between two runs a minute apart (bench README,
+ * "Slices"). Answers each server's measurement: the slices summed, its percentiles read from the
+ * slices' latencies taken together.
+ */
+const measureEndpoint = async (
+  lives,
+  endpoint,
+  { phase, round, seed, connections, secondsOf, sliceS, warmupS, ctx }
+) => {
   const { config, loadgen } = ctx
   const pgStore = ctx.store === "pg"
-  const { def, record, started, port, dir, database } = life
   const threads = Math.min(config.threads, connections)
-  const common = {
-    loadgen,
-    port,
-    endpoint,
-    label: ENDPOINTS[endpoint].label,
-    connections,
-    threads,
-    scriptDir: ctx.scriptDir,
-    pinCpu: config.pin ? 1 : undefined
+  const seconds = secondsOf(endpoint)
+  // An even count when the servers are placed: each server gets as many slices on either CPU.
+  const cut = sliceS > 0 ? Math.max(1, Math.ceil(seconds / sliceS)) : 1
+  const slices = config.pin && cut > 1 && cut % 2 === 1 ? cut + 1 : cut
+  // Whole seconds (wrk's unit), the longer slices first.
+  const sliceLengths = Array.from(
+    { length: slices },
+    (_, i) => Math.floor(seconds / slices) + (i < seconds % slices ? 1 : 0)
+  )
+  const states = lives.map((life) => ({ life, sent: 0, runs: [], cpuS: 0, dbCpuS: 0, warm: null, failed: null }))
+  /**
+   * One wrk run on a life's server, going on from what was sent to it before; placed, the server's
+   * request thread on CPU `cpu` and wrk on the other. On these machines one CPU can run the same
+   * server at half the other's rate for minutes (bench README, "Placement"), and the scheduler
+   * leaves a busy thread where it is: unplaced, which server got the slow one was chance.
+   */
+  const run = async (state, runSeconds, cpu) => {
+    if (config.pin && !placeRequestThread(state.life.started.pid, cpu))
+      throw new Error(`could not place the request thread on CPU ${cpu}`)
+    const r = await runLoad({
+      port: state.life.port,
+      loadgen,
+      endpoint,
+      label: ENDPOINTS[endpoint].label,
+      connections,
+      threads,
+      scriptDir: ctx.scriptDir,
+      pinCpu: config.pin ? 1 - cpu : undefined,
+      plan: planFor(endpoint, seed, { after: state.sent }),
+      seconds: runSeconds
+    })
+    // The next run goes on past what this one sent (and what was still in flight): a status
+    // PATCH keeps moving tasks the same way, a DELETE deletes tasks still there.
+    state.sent += r.requests + connections * threads + Math.ceil(r.requests * 0.1 * (threads - 1)) + 1
+    return r
+  }
+  const live = () => states.filter((state) => state.failed === null && !state.life.ended)
+  const guarded = async (state, body) => {
+    try {
+      await body()
+    } catch (e) {
+      state.failed = e
+      state.life.record.error = `measurement failed: ${e.message}`
+      log(`  ${state.life.def.name}: ${state.life.record.error}`)
+      await endLife(state.life)
+    }
   }
   // Whatever the machine still has to write goes to disk first: a round's copies of the seed
   // (250 MB each on SQLite) and a peer's writes would otherwise be written back some 30 s later,
   // in the middle of whichever server is measured then.
   writeBack()
-  let warm = null
-  let after = 0
   if (warmupS > 0) {
-    warm = await runLoad({ ...common, plan: planFor(endpoint, seed), seconds: warmupS })
-    // The measured run goes on past what the warm-up sent (and what was still in flight):
-    // a status PATCH keeps moving tasks the same way, a DELETE deletes tasks still there.
-    after = warm.requests + connections * threads + Math.ceil(warm.requests * 0.1 * (threads - 1))
+    for (const state of live()) {
+      await guarded(state, async () => {
+        const warm = await run(state, warmupS, round % 2)
+        state.warm = { rps: warm.rps, non2xx: warm.non2xx, socketErrors: warm.socketErrors }
+        await quiet(state.life.started.pid)
+      })
+    }
   }
-  const plan = planFor(endpoint, seed, { after })
-  await sleep(250)
-  const watch = pgStore && def.key === "A" && phase === "large" ? watchStatements(ctx, database) : null
-  const db0 = await dbCpuSnapshot(ctx, database)
-  const cpu0 = cpuSeconds(started.pid)
-  const r = await runLoad({ ...common, plan, seconds: secondsOf(endpoint) })
-  const cpu1 = cpuSeconds(started.pid)
-  const db1 = await dbCpuSnapshot(ctx, database)
-  const mem = memory(started.pid)
-  if (watch) record.statements = await watch()
-  const result = {
-    ...r,
-    serverCpuS: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0,
-    ...(pgStore ? { dbCpuS: dbCpuBetween(db0, db1) } : { walMiB: walMiB(dir) }),
-    rssMiB: mem?.rssMiB ?? null,
-    peakRssMiB: mem?.peakRssMiB ?? null,
-    warmup: warm ? { rps: warm.rps, non2xx: warm.non2xx, socketErrors: warm.socketErrors } : null
+  for (let slice = 0; slice < slices; slice++) {
+    const order = slice % 2 === 0 ? live() : live().reverse()
+    for (const state of order) {
+      await guarded(state, async () => {
+        const { started, database, def } = state.life
+        writeBack()
+        await sleep(100)
+        const watch = pgStore && def.key === "A" && phase === "large" ? watchStatements(ctx, database) : null
+        const db0 = await dbCpuSnapshot(ctx, database)
+        const cpu0 = cpuSeconds(started.pid)
+        const r = await run(state, sliceLengths[slice], (slice + round) % 2)
+        const cpu1 = cpuSeconds(started.pid)
+        const db1 = await dbCpuSnapshot(ctx, database)
+        if (watch)
+          state.life.record.statements = [...new Set([...(state.life.record.statements ?? []), ...(await watch())])]
+        state.cpuS = state.cpuS === null || cpu0 === null || cpu1 === null ? null : state.cpuS + cpu1 - cpu0
+        const db = dbCpuBetween(db0, db1)
+        state.dbCpuS = state.dbCpuS === null || db === null ? null : state.dbCpuS + db
+        state.runs.push(r)
+        await quiet(started.pid)
+      })
+    }
   }
-  if (plan.sequence && plan.sequence.from + r.requests + connections * threads > plan.sequence.to) {
-    result.poolExhausted = true
-    log(`  ${def.name}: the delete pool ran out (${seed.pool} tasks); raise BENCH_DELETE_POOL`)
+  const measurements = []
+  for (const state of states) {
+    if (state.failed !== null || state.runs.length < slices) continue
+    const { def, started, dir } = state.life
+    const runs = state.runs
+    const requests = sum(runs.map((r) => r.requests))
+    const secondsMeasured = sum(runs.map((r) => r.seconds))
+    const merged = (p) =>
+      runs.every((r) => r.gridMs)
+        ? mergeLatencies(
+            runs.map((r) => ({ requests: r.requests, grid: r.gridMs })),
+            p
+          )
+        : sum(runs.map((r) => r.requests * r[`p${p}Ms`])) / requests
+    const statuses = {}
+    for (const r of runs)
+      for (const [code, n] of Object.entries(r.statuses ?? {})) statuses[code] = (statuses[code] ?? 0) + n
+    const mem = memory(started.pid)
+    const result = {
+      requests,
+      seconds: secondsMeasured,
+      rps: requests / secondsMeasured,
+      p50Ms: merged(50),
+      p90Ms: merged(90),
+      p99Ms: merged(99),
+      maxMs: Math.max(...runs.map((r) => r.maxMs)),
+      non2xx: sum(runs.map((r) => r.non2xx)),
+      statuses,
+      socketErrors: sum(runs.map((r) => r.socketErrors)),
+      loadgenCpuS: runs.some((r) => r.loadgenCpuS === null) ? null : sum(runs.map((r) => r.loadgenCpuS)),
+      serverCpuS: state.cpuS,
+      ...(pgStore ? { dbCpuS: state.dbCpuS } : { walMiB: walMiB(dir) }),
+      rssMiB: mem?.rssMiB ?? null,
+      peakRssMiB: mem?.peakRssMiB ?? null,
+      warmup: state.warm,
+      slices: runs.map((r) => ({ seconds: r.seconds, rps: r.rps, p99Ms: r.p99Ms, maxMs: r.maxMs }))
+    }
+    if (endpoint === "delete_task" && seed.poolFirstId + state.sent > seed.poolFirstId + seed.pool - 2) {
+      result.poolExhausted = true
+      log(`  ${def.name}: the delete pool ran out (${seed.pool} tasks); raise BENCH_DELETE_POOL`)
+    }
+    log(
+      `  ${def.name.padEnd(13)} ${endpoint.padEnd(18)} ${String(Math.round(result.rps)).padStart(6)} req/s` +
+        `  p50 ${result.p50Ms.toFixed(2)} ms  p99 ${result.p99Ms.toFixed(2)} ms  non-2xx ${result.non2xx}` +
+        `${result.socketErrors ? ` sock-err ${result.socketErrors}` : ""}  cpu ${result.serverCpuS?.toFixed(2)} s` +
+        `${pgStore ? `  db cpu ${result.dbCpuS?.toFixed(2)} s` : ""}` +
+        `  loadgen ${result.loadgenCpuS?.toFixed(2)} s  rss ${result.rssMiB?.toFixed(0)} MiB` +
+        `${!pgStore && WRITES.has(endpoint) ? `  wal ${result.walMiB.toFixed(0)} MiB` : ""}` +
+        `${slices > 1 ? `  (${slices} slices: ${runs.map((r) => Math.round(r.rps)).join(" ")} req/s)` : ""}`
+    )
+    measurements.push({ phase, round, server: def.key, seed: seed.name, tasks: seed.tasks, endpoint, result })
   }
-  log(
-    `  ${def.name.padEnd(13)} ${endpoint.padEnd(18)} ${String(Math.round(result.rps)).padStart(6)} req/s` +
-      `  p50 ${result.p50Ms.toFixed(2)} ms  p99 ${result.p99Ms.toFixed(2)} ms  non-2xx ${result.non2xx}` +
-      `${result.socketErrors ? ` sock-err ${result.socketErrors}` : ""}  cpu ${result.serverCpuS?.toFixed(2)} s` +
-      `${pgStore ? `  db cpu ${result.dbCpuS?.toFixed(2)} s` : ""}` +
-      `  loadgen ${result.loadgenCpuS?.toFixed(2)} s  rss ${result.rssMiB?.toFixed(0)} MiB` +
-      `${!pgStore && WRITES.has(endpoint) ? `  wal ${result.walMiB.toFixed(0)} MiB` : ""}`
-  )
-  await quiet(started.pid)
-  return { phase, round, server: def.key, seed: seed.name, tasks: seed.tasks, endpoint, result }
+  return measurements
 }
+
+const sum = (xs) => xs.reduce((a, b) => a + b, 0)
 
 /** SIGTERM to a life's server, and its copy of the seed dropped (once). */
 const endLife = async (life) => {
@@ -513,7 +609,7 @@ const endLife = async (life) => {
  */
 const runRound = async (
   defs,
-  { seed, oracle, round, phase, endpoints, connections, secondsOf, warmupS, checkLevel, ctx }
+  { seed, oracle, round, phase, endpoints, connections, secondsOf, sliceS, warmupS, checkLevel, ctx }
 ) => {
   const order = round % 2 === 1 ? defs : [...defs].reverse()
   const lives = []
@@ -521,19 +617,21 @@ const runRound = async (
   try {
     for (const def of order) lives.push(await startLife({ def, seed, oracle, round, phase, checkLevel, ctx }))
     for (const endpoint of endpoints) {
-      for (const life of lives) {
-        // Ended: it did not start, or failed its check or a measurement.
-        if (life.ended) continue
-        try {
-          measurements.push(
-            await measureEndpoint(life, endpoint, { phase, round, seed, connections, secondsOf, warmupS, ctx })
-          )
-        } catch (e) {
-          life.record.error = `measurement failed: ${e.message}`
-          log(`  ${life.def.name}: ${life.record.error}`)
-          await endLife(life)
-        }
-      }
+      // Ended: it did not start, or failed its check or a measurement.
+      const running = lives.filter((life) => !life.ended)
+      if (running.length === 0) break
+      measurements.push(
+        ...(await measureEndpoint(running, endpoint, {
+          phase,
+          round,
+          seed,
+          connections,
+          secondsOf,
+          sliceS,
+          warmupS,
+          ctx
+        }))
+      )
     }
   } finally {
     for (const life of lives) await endLife(life)
@@ -696,6 +794,7 @@ const runStore = async (store, base) => {
         endpoints: config.endpoints,
         connections: config.connections,
         secondsOf: (endpoint) => secondsOf(config, endpoint),
+        sliceS: config.sliceS,
         warmupS: config.warmupS,
         checkLevel: "full"
       })
@@ -717,6 +816,7 @@ const runStore = async (store, base) => {
             endpoints: ["list_tasks"],
             connections: 1,
             secondsOf: () => config.largeDurationS,
+            sliceS: 0,
             warmupS: config.largeWarmupS,
             checkLevel: "list"
           })
@@ -770,9 +870,10 @@ const runStore = async (store, base) => {
     md.push(
       `${cpu.length} × ${cpu[0]?.model ?? "cpu"}, Node ${process.version}, ${loadgen.tool} ${loadgen.version}` +
         ` (${config.threads} thread${config.threads > 1 ? "s" : ""}), ${config.connections} connections,` +
-        ` ${config.rounds} rounds of ${config.warmupS} s warm-up + ${measuredSeconds(config)} per endpoint;` +
+        ` ${config.rounds} rounds of ${config.warmupS} s warm-up + ${measuredSeconds(config)} per endpoint` +
+        `${config.sliceS > 0 ? ` (in slices of at most ${config.sliceS} s taken in turn by the servers, each wrk run's connections open before its first request)` : " (each wrk run's connections open before its first request)"};` +
         ` ${seed.tasks.toLocaleString("en-US")} tasks${seed.pool ? ` (+ ${seed.pool.toLocaleString("en-US")} of another user at the lowest ids, deleted one per DELETE)` : ""}` +
-        `${config.pin ? "; server pinned to CPU 0, load generator to CPU 1" : ""}.`
+        `${config.pin ? "; each run with the server's request thread on one CPU and wrk on the other, swapped slice by slice" : ""}.`
     )
     if (keys.includes("A")) {
       md.push("")
@@ -782,7 +883,7 @@ const runStore = async (store, base) => {
     }
     md.push("")
     md.push(
-      `In each round the servers run side by side (each idle while another is measured) and every endpoint is measured on each in turn, ${keys.join(" ")} in odd rounds and ${[...keys].reverse().join(" ")} in even ones; each server start gets a fresh copy of the same seed` +
+      `In each round the servers run side by side (each idle while another is measured) and every endpoint is measured on each in turn, ${keys.join(" ")} in odd rounds and ${[...keys].reverse().join(" ")} in even ones${config.sliceS > 0 ? `, slice by slice (${keys.join(" ")}, then ${[...keys].reverse().join(" ")}, ...; p50 and p99 of a server are of its slices' latencies together)` : ""}; each server start gets a fresh copy of the same seed` +
         (pgStore
           ? ` (\`CREATE DATABASE … TEMPLATE\`) on PostgreSQL ${pgVersion} at 127.0.0.1, and every server a \`pg\` pool of ${PG_POOL_MAX} connections running named prepared statements.`
           : ".") +

@@ -34,12 +34,64 @@ export const chooseLoadgen = (wanted) => {
   throw new Error(`unknown BENCH_LOADGEN ${tool}`)
 }
 
+/**
+ * The percentiles wrk reports of each run (1 to 90 by 1, to 99 by 0.1, to 99.99 by 0.01, then
+ * 99.995 and 100), so that runs of one server can be merged into one distribution
+ * ({@link mergeLatencies}) and its percentiles read to a hundredth of a per cent near the p99.
+ */
+export const LATENCY_GRID = (() => {
+  const qs = []
+  for (let i = 1; i <= 90; i++) qs.push(i)
+  for (let i = 901; i <= 990; i++) qs.push(i / 10)
+  for (let i = 9901; i <= 9999; i++) qs.push(i / 100)
+  qs.push(99.995, 100)
+  return qs
+})()
+
+/**
+ * The percentile `p` of several runs' latencies taken together: each run's grid (its latencies at
+ * {@link LATENCY_GRID}) stands for its requests, each value for the share of them between its
+ * percentile and the one below. Exact for one run at a percentile of the grid.
+ */
+export const mergeLatencies = (runs, p) => {
+  const points = []
+  let total = 0
+  for (const { requests, grid } of runs) {
+    let below = 0
+    LATENCY_GRID.forEach((q, k) => {
+      points.push([grid[k], (requests * (q - below)) / 100])
+      below = q
+    })
+    total += requests
+  }
+  points.sort((a, b) => a[0] - b[0])
+  let seen = 0
+  for (const [value, weight] of points) {
+    seen += weight
+    if (seen >= (total * p) / 100 - 1e-9) return value
+  }
+  return points.length === 0 ? null : points[points.length - 1][0]
+}
+
 const luaString = (s) => `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`
+
+/**
+ * How long each wrk thread waits before its first request, in microseconds, so that the server
+ * has accepted every connection before any of them asks for anything. Since libuv 1.45 (Node 20)
+ * a server accepts one connection per turn of its event loop; under load a turn lasts several
+ * milliseconds, so 50 connections that connect and send at once were accepted over 50 to 300 ms,
+ * one request of each that long, and wrk's correction for coordinated omission turned each of
+ * those into dozens of samples: hundreds to some thousands in all, enough to move a run's p99
+ * (bench README, "Connections opened before the first request"). The runs' rates leave it out.
+ */
+export const OPEN_PAUSE_US = 200_000
 
 /**
  * Writes the wrk script of one request plan (`endpoints.mjs`). It holds a credential: mode 0600,
  * under bench/.work. Cycled requests are formatted once in `init`, each thread starting at another
- * place; a `DELETE` sequence gives each thread every `threads`-th id from its own start.
+ * place; a `DELETE` sequence gives each thread every `threads`-th id from its own start. Each
+ * thread pauses for {@link OPEN_PAUSE_US} before its first request (wrk has connected them all by
+ * then).
  */
 export const writeWrkScript = (file, { label, plan, threads }) => {
   const headers = Object.entries(plan.headers)
@@ -81,7 +133,15 @@ ${headers}
   end
 end
 
+-- wrk calls request() once in its main thread to check the script, on thread 0's state, before
+-- any connection: that call is not a request sent, so thread 0's first is its second call.
+local ffi = require("ffi")
+ffi.cdef("int usleep(unsigned int usec);")
+local calls = 0
+
 function request()
+  calls = calls + 1
+  if calls == ((tid or 0) == 0 and 2 or 1) then ffi.C.usleep(${OPEN_PAUSE_US}) end
   if sequence_from then
     local id = next_id
     next_id = next_id + ${threads}
@@ -110,11 +170,14 @@ function done(summary, latency, requests)
     table.insert(parts, string.format('"%d":%d', code, n))
     if code < 200 or code > 299 then non2xx = non2xx + n end
   end
+  local grid = {}
+  for k, q in ipairs({ ${LATENCY_GRID.join(", ")} }) do grid[k] = latency:percentile(q) end
   local e = summary.errors
   io.write(string.format(
-    'BENCHJSON {"requests":%d,"duration_us":%d,"bytes":%d,"non2xx":%d,"statuses":{%s},"connect_errors":%d,"read_errors":%d,"write_errors":%d,"timeouts":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f}\\n',
+    'BENCHJSON {"requests":%d,"duration_us":%d,"bytes":%d,"non2xx":%d,"statuses":{%s},"connect_errors":%d,"read_errors":%d,"write_errors":%d,"timeouts":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f,"grid_us":[%s]}\\n',
     summary.requests, summary.duration, summary.bytes, non2xx, table.concat(parts, ","), e.connect, e.read, e.write, e.timeout,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean))
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean,
+    table.concat(grid, ",")))
 end
 `
   writeFileSync(file, lua)
@@ -190,7 +253,8 @@ export const runLoad = async ({
     const line = out.split("\n").find((l) => l.startsWith("BENCHJSON "))
     if (code !== 0 || !line) throw new Error(`wrk failed (exit ${code}): ${err || out}`)
     const r = JSON.parse(line.slice("BENCHJSON ".length))
-    const secs = r.duration_us / 1e6
+    // wrk's duration includes the pause before the first request.
+    const secs = (r.duration_us - OPEN_PAUSE_US) / 1e6
     return {
       requests: r.requests,
       seconds: secs,
@@ -199,6 +263,7 @@ export const runLoad = async ({
       p90Ms: r.p90_us / 1000,
       p99Ms: r.p99_us / 1000,
       maxMs: r.max_us / 1000,
+      gridMs: r.grid_us.map((us) => us / 1000),
       non2xx: r.non2xx,
       statuses: r.statuses,
       socketErrors: r.connect_errors + r.read_errors + r.write_errors + r.timeouts,

@@ -2,10 +2,11 @@
  * Process plumbing for the runner: spawning a server, timing its start-up, reading its CPU time
  * and memory from /proc, and stopping it cleanly.
  */
-import { spawn } from "node:child_process"
-import { closeSync, openSync, readFileSync } from "node:fs"
+import { spawn, spawnSync } from "node:child_process"
+import { closeSync, openSync, readdirSync, readFileSync } from "node:fs"
 import http from "node:http"
 import { createServer } from "node:net"
+import os from "node:os"
 import { setTimeout as sleep } from "node:timers/promises"
 
 const CLK_TCK = 100 // getconf CLK_TCK on Linux
@@ -30,6 +31,28 @@ export const memory = (pid) => {
   } catch {
     return null
   }
+}
+
+/**
+ * Puts a server's request thread (its main thread, whose id is the pid) on CPU `cpu` alone and lets
+ * every other thread of it run on any CPU (`taskset`; a thread started later inherits the mask of
+ * the thread that starts it, so each call sets them all again). Answers false when it could not.
+ */
+export const placeRequestThread = (pid, cpu) => {
+  let tids
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return false
+  }
+  const all = `0-${os.availableParallelism() - 1}`
+  let ok = true
+  for (const tid of tids) {
+    const r = spawnSync("taskset", ["-p", "-c", tid === String(pid) ? String(cpu) : all, tid], { stdio: "ignore" })
+    // A thread may have ended meanwhile; only the request thread's placement matters.
+    if (tid === String(pid) && r.status !== 0) ok = false
+  }
+  return ok
 }
 
 /** A free TCP port on the loopback interface. */
