@@ -162,7 +162,7 @@ describe("the checkpointing worker when writes stop", () => {
         const scope = yield* Scope.make()
         const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
         const checkpointer = yield* Scope.extend(
-          checkpointInBackground(file, slot, (m) => errors.push(m), 300),
+          checkpointInBackground(file, slot, (m) => errors.push(m), { idleStopMs: 300 }),
           scope
         )
         const idleAtFirst = checkpointer.running()
@@ -189,6 +189,65 @@ describe("the checkpointing worker when writes stop", () => {
         )
         assert.isFalse(checkpointer.running())
         assert.strictEqual((db.prepare("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n, 1000)
+      }).pipe(Effect.ensuring(Effect.sync(() => db.close())))
+    },
+    30_000
+  )
+})
+
+describe("the checkpointing worker under sparse writes", () => {
+  it.live(
+    "leaves a few writes in the log for a while, and copies them once enough have come or the while is over",
+    () => {
+      const file = join(dir, "sparse.db")
+      // As above: only the worker copies the log, and the database file's size shows when it did.
+      const db = new Database(file)
+      db.pragma("journal_mode = WAL")
+      db.pragma("wal_autocheckpoint = 0")
+      db.exec("CREATE TABLE t (x TEXT NOT NULL)")
+      const insert = db.prepare("INSERT INTO t (x) VALUES (?)")
+      const write = () => insert.run("x".repeat(4000))
+      const errors: Array<string> = []
+      const size = () => statSync(file).size
+      const waitFor = (what: string, ok: () => boolean) => Effect.promise(() => until(ok, 10_000, what))
+      return Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
+        const checkpointer = yield* Scope.extend(
+          checkpointInBackground(file, slot, (m) => errors.push(m), {
+            idleStopMs: 60_000,
+            busyWrites: 20,
+            lazyMs: 1500
+          }),
+          scope
+        )
+        const start = size()
+        // A few writes: they stay in the log (a copied log would start again at the next write,
+        // and SQLite syncs a new log's header before that write goes on).
+        for (let i = 0; i < 5; i++) {
+          write()
+          checkpointer.wrote()
+          yield* Effect.sleep("50 millis")
+        }
+        yield* Effect.sleep("500 millis")
+        const afterFew = size()
+        // The while over, they are copied.
+        yield* waitFor("the lazy copy", () => size() > start + 15_000)
+        const lazyCopied = size()
+        // Many writes in a row: copied without waiting for the while.
+        const copiedAt = performance.now()
+        for (let i = 0; i < 20; i++) {
+          write()
+          checkpointer.wrote()
+        }
+        yield* waitFor("the copy of many writes", () => size() > lazyCopied + 60_000)
+        const busyWaitedMs = performance.now() - copiedAt
+        yield* Scope.close(scope, Exit.void)
+        assert.deepStrictEqual(
+          { leftInLog: afterFew === start, copiedWithoutTheWhile: busyWaitedMs < 1000, errors },
+          { leftInLog: true, copiedWithoutTheWhile: true, errors: [] }
+        )
+        assert.strictEqual((db.prepare("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n, 25)
       }).pipe(Effect.ensuring(Effect.sync(() => db.close())))
     },
     30_000
