@@ -111,6 +111,9 @@ const readConfig = () => {
   const warmupS = num("BENCH_WARMUP", quick ? 1 : 4, { min: 0, integer: true })
   // A measured run is taken in slices of this many seconds, in turn with the other servers' (0: whole).
   const sliceS = num("BENCH_SLICE", quick ? 0 : 3, { min: 0, integer: true })
+  // Each slice after a short unmeasured run of the same load: between two of its slices a server
+  // can sit idle for 10 s and more, long enough for a pg pool to close its idle connections.
+  const sliceWarmupS = num("BENCH_SLICE_WARMUP", sliceS > 0 ? 1 : 0, { min: 0, integer: true })
   const events = (env.BENCH_EVENTS || "auto").toLowerCase()
   if (!EVENTS.includes(events)) throw new Error(`BENCH_EVENTS must be auto, on or off, got ${env.BENCH_EVENTS}`)
   const config = {
@@ -121,6 +124,7 @@ const readConfig = () => {
     longDurationS,
     warmupS,
     sliceS,
+    sliceWarmupS,
     connections: num("BENCH_CONNECTIONS", 50, { min: 1, integer: true }),
     threads: num("BENCH_THREADS", 1, { min: 1, integer: true }),
     tasks: num("BENCH_TASKS", 100_000, { min: 1000, integer: true }),
@@ -515,6 +519,7 @@ const measureEndpoint = async (
       await guarded(state, async () => {
         const { started, database, def } = state.life
         writeBack()
+        if (config.sliceWarmupS > 0) await run(state, config.sliceWarmupS, (slice + round) % 2)
         await sleep(100)
         const watch = pgStore && def.key === "A" && phase === "large" ? watchStatements(ctx, database) : null
         const db0 = await dbCpuSnapshot(ctx, database)
