@@ -2,7 +2,8 @@
  * The write-ahead log of a SQLite file stays bounded under a steady stream of task inserts made
  * with `INSERT ... RETURNING` (which never triggered SQLite's own checkpoint: the log grew by
  * about 44 KB a task, without end), every row lands in the database, the worker thread stops
- * when writes stop and starts again with the next, and it stops with the store.
+ * when writes stop and starts again with the next, it stops with the store, and it leaves a few
+ * sparse writes in the log for a while.
  */
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -141,18 +142,24 @@ describe("the checkpointer's descriptor of the database file", () => {
   )
 })
 
+/**
+ * A writer on a new file: a connection that never checkpoints, so only the worker copies the log
+ * into the database file, whose size then shows what the worker did.
+ */
+const openWriter = (file: string) => {
+  const db = new Database(file)
+  db.pragma("journal_mode = WAL")
+  db.pragma("wal_autocheckpoint = 0")
+  db.exec("CREATE TABLE t (x TEXT NOT NULL)")
+  return { db, insert: db.prepare("INSERT INTO t (x) VALUES (?)") }
+}
+
 describe("the checkpointing worker when writes stop", () => {
   it.live(
     "stops after its idle time with the log copied, starts again with the next write, and the store's close waits for it",
     () => {
       const file = join(dir, "idle.db")
-      // The writer: a connection that never checkpoints, so only the worker copies the log into
-      // the database file, whose size then shows what the worker did.
-      const db = new Database(file)
-      db.pragma("journal_mode = WAL")
-      db.pragma("wal_autocheckpoint = 0")
-      db.exec("CREATE TABLE t (x TEXT NOT NULL)")
-      const insert = db.prepare("INSERT INTO t (x) VALUES (?)")
+      const { db, insert } = openWriter(file)
       const insertMany = db.transaction((n: number) => {
         for (let i = 0; i < n; i++) insert.run("x".repeat(1000))
       })
@@ -200,12 +207,7 @@ describe("the checkpointing worker under sparse writes", () => {
     "leaves a few writes in the log for a while, and copies them once enough have come or the while is over",
     () => {
       const file = join(dir, "sparse.db")
-      // As above: only the worker copies the log, and the database file's size shows when it did.
-      const db = new Database(file)
-      db.pragma("journal_mode = WAL")
-      db.pragma("wal_autocheckpoint = 0")
-      db.exec("CREATE TABLE t (x TEXT NOT NULL)")
-      const insert = db.prepare("INSERT INTO t (x) VALUES (?)")
+      const { db, insert } = openWriter(file)
       const write = () => insert.run("x".repeat(4000))
       const errors: Array<string> = []
       const size = () => statSync(file).size
