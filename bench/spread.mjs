@@ -31,7 +31,10 @@ const ratios = (store, endpoint) => {
 
 const out = []
 for (const storeName of ["sqlite", "pg"]) {
-  const stores = runs.map((run) => run.result.stores?.[storeName])
+  // A run of both stores holds each under `stores`; a run of one store (`BENCH_STORE=sqlite`) is that store.
+  const stores = runs.map(
+    (run) => run.result.stores?.[storeName] ?? (run.result.store === storeName ? run.result : undefined)
+  )
   if (stores.every((s) => s === undefined)) continue
   const endpoints = new Map()
   for (const s of stores) for (const [key, e] of Object.entries(s?.summary?.main ?? {})) endpoints.set(key, e.label)
