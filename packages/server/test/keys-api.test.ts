@@ -275,6 +275,38 @@ describe.each(testStores())("keys API on %s", (store) => {
     expect(list.body.keys.find((k) => k.id === key.id)?.last_used_at).not.toBeNull()
   })
 
+  it("counts a batch that is being written in every report taken meanwhile", async () => {
+    const key = await createKey(s, alice.key, { scopes: ["tasks:read"] })
+    // On PostgreSQL the report reads on another connection than the batch's transaction; a
+    // trigger holds that transaction open for 300 ms so that reports fall inside it.
+    if (store === "postgres") {
+      await exec(
+        s,
+        "CREATE FUNCTION usage_slow_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$"
+      )
+      await exec(
+        s,
+        `CREATE TRIGGER usage_slow_write_t AFTER UPDATE OF total_requests ON api_keys FOR EACH ROW WHEN (NEW.id = '${key.id}') EXECUTE FUNCTION usage_slow_write()`
+      )
+    }
+    for (let i = 0; i < 5; i++) await s.request("GET", "/api/tasks", { key: key.secret })
+    const totals: Array<number> = []
+    for (const until = Date.now() + 2500; Date.now() < until; await sleep(40)) {
+      const r = await s.request<Usage>("GET", `/api/keys/${key.id}/usage`, { key: alice.key })
+      totals.push(r.body.total_requests)
+    }
+    expect(new Set(totals)).toEqual(new Set([5]))
+    const rows = await s.query<{ total_requests: number | string }>(
+      "SELECT total_requests FROM api_keys WHERE id = ?",
+      [key.id]
+    )
+    expect(Number(rows[0]?.total_requests)).toBe(5)
+    if (store === "postgres") {
+      await exec(s, "DROP TRIGGER usage_slow_write_t ON api_keys")
+      await exec(s, "DROP FUNCTION usage_slow_write()")
+    }
+  })
+
   it("writes usage in batches, not once per request", async () => {
     const key = await createKey(s, alice.key, { scopes: ["tasks:read"] })
     const trigger =

@@ -2,7 +2,8 @@
  * API key usage without a write on the request path: each authenticated request adds to a
  * counter in memory (a map lookup); a background fiber writes the batch every second, and the
  * last batch is written when the service shuts down. Reports add what is still in memory, so
- * they are exact for this process.
+ * they are exact for this process. A report and a write take turns: a report that read the store
+ * while a batch was on its way would count that batch neither in the store nor in memory.
  */
 import type { KeyUsageReport } from "@taskwright/domain"
 import { Effect, Schedule } from "effect"
@@ -24,6 +25,7 @@ export class KeyUsage extends Effect.Service<KeyUsage>()("@taskwright/core/KeyUs
   scoped: Effect.gen(function* () {
     const repo = yield* UsersRepo
     let pending = new Map<string, Pending>()
+    const oneAtATime = (yield* Effect.makeSemaphore(1)).withPermits(1)
     // The UTC date of "now", recomputed once a day rather than formatted on every request.
     let today = ""
     let tomorrowAt = 0
@@ -75,18 +77,46 @@ export class KeyUsage extends Effect.Service<KeyUsage>()("@taskwright/core/KeyUs
       )
 
     /** Writes what has accumulated; on failure the counts go back to wait for the next flush. */
-    const flush = Effect.suspend(() => {
-      if (pending.size === 0) return Effect.void
-      const batch = pending
-      pending = new Map()
-      return write(batch).pipe(
-        Effect.catchAll(() =>
-          Effect.sync(() => {
-            merge(batch, pending)
-            pending = batch
-          })
+    const flush = oneAtATime(
+      Effect.suspend(() => {
+        if (pending.size === 0) return Effect.void
+        const batch = pending
+        pending = new Map()
+        return write(batch).pipe(
+          Effect.catchAll(() =>
+            Effect.sync(() => {
+              merge(batch, pending)
+              pending = batch
+            })
+          )
         )
-      )
+      })
+    )
+
+    const report = Effect.fn("KeyUsage.report")(function* (keyId: string) {
+      const since = new Date(Date.now() - (USAGE_REPORT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10)
+      const totals = yield* repo.usageTotals(keyId)
+      const rows = yield* repo.usageDays(keyId, since)
+      const days = new Map(rows.map((r) => [r.day, Number(r.count)]))
+      let total = Number(totals?.total_requests ?? 0)
+      let lastUsedAt = totals?.last_used_at ?? null
+      let lastUsedIp = totals?.last_used_ip ?? null
+      const p = pending.get(keyId)
+      if (p !== undefined) {
+        total += p.count
+        const at = new Date(p.lastAt).toISOString()
+        if (lastUsedAt === null || at > lastUsedAt) {
+          lastUsedAt = at
+          lastUsedIp = p.lastIp
+        }
+        for (const [day, n] of p.days) if (day >= since) days.set(day, (days.get(day) ?? 0) + n)
+      }
+      return {
+        total_requests: total,
+        last_used_at: lastUsedAt,
+        last_used_ip: lastUsedIp,
+        by_day: [...days].sort(([a], [b]) => (a < b ? -1 : 1)).map(([date, count]) => ({ date, count }))
+      } satisfies KeyUsageReport
     })
 
     yield* Effect.addFinalizer(() => flush)
@@ -98,31 +128,7 @@ export class KeyUsage extends Effect.Service<KeyUsage>()("@taskwright/core/KeyUs
       /** Writes the pending counts now. */
       flush,
       /** Totals, the last use and the per-day counts of the last {@link USAGE_REPORT_DAYS} days. */
-      report: Effect.fn("KeyUsage.report")(function* (keyId: string) {
-        const since = new Date(Date.now() - (USAGE_REPORT_DAYS - 1) * DAY_MS).toISOString().slice(0, 10)
-        const totals = yield* repo.usageTotals(keyId)
-        const rows = yield* repo.usageDays(keyId, since)
-        const days = new Map(rows.map((r) => [r.day, Number(r.count)]))
-        let total = Number(totals?.total_requests ?? 0)
-        let lastUsedAt = totals?.last_used_at ?? null
-        let lastUsedIp = totals?.last_used_ip ?? null
-        const p = pending.get(keyId)
-        if (p !== undefined) {
-          total += p.count
-          const at = new Date(p.lastAt).toISOString()
-          if (lastUsedAt === null || at > lastUsedAt) {
-            lastUsedAt = at
-            lastUsedIp = p.lastIp
-          }
-          for (const [day, n] of p.days) if (day >= since) days.set(day, (days.get(day) ?? 0) + n)
-        }
-        return {
-          total_requests: total,
-          last_used_at: lastUsedAt,
-          last_used_ip: lastUsedIp,
-          by_day: [...days].sort(([a], [b]) => (a < b ? -1 : 1)).map(([date, count]) => ({ date, count }))
-        } satisfies KeyUsageReport
-      })
+      report: (keyId: string) => oneAtATime(report(keyId))
     }
   })
 }) {}
