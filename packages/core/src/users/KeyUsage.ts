@@ -1,9 +1,10 @@
 /**
  * API key usage without a write on the request path: each authenticated request adds to a
  * counter in memory (a map lookup); a background fiber writes the batch every second, and the
- * last batch is written when the service shuts down. Reports add what is still in memory, so
- * they are exact for this process. A report and a write take turns: a report that read the store
- * while a batch was on its way would count that batch neither in the store nor in memory.
+ * last batch is written when the service shuts down, after any write under way has finished.
+ * Reports add what is still in memory, so they are exact for this process. A report and a write
+ * take turns: a report that read the store while a batch was on its way would count that batch
+ * neither in the store nor in memory.
  */
 import type { KeyUsageReport } from "@taskwright/domain"
 import { Effect, Schedule } from "effect"
@@ -76,21 +77,27 @@ export class KeyUsage extends Effect.Service<KeyUsage>()("@taskwright/core/KeyUs
         )
       )
 
-    /** Writes what has accumulated; on failure the counts go back to wait for the next flush. */
+    /**
+     * Writes what has accumulated; on failure the counts go back to wait for the next flush. The
+     * write cannot be interrupted: its batch has left memory, and a shutdown that stopped it midway
+     * would lose the batch (the rollback runs once the statement in flight has finished).
+     */
     const flush = oneAtATime(
-      Effect.suspend(() => {
-        if (pending.size === 0) return Effect.void
-        const batch = pending
-        pending = new Map()
-        return write(batch).pipe(
-          Effect.catchAll(() =>
-            Effect.sync(() => {
-              merge(batch, pending)
-              pending = batch
-            })
+      Effect.uninterruptible(
+        Effect.suspend(() => {
+          if (pending.size === 0) return Effect.void
+          const batch = pending
+          pending = new Map()
+          return write(batch).pipe(
+            Effect.catchAll(() =>
+              Effect.sync(() => {
+                merge(batch, pending)
+                pending = batch
+              })
+            )
           )
-        )
-      })
+        })
+      )
     )
 
     const report = Effect.fn("KeyUsage.report")(function* (keyId: string) {
