@@ -28,6 +28,11 @@ export interface TaskwrightSettings {
   readonly githubApiUrl?: string
   /** The token sent to that API (`GITHUB_TOKEN`): reads private pull requests, posts reviews. */
   readonly githubToken?: Redacted.Redacted<string>
+  /**
+   * On PostgreSQL, how long a statement waits for the server's answer before its request gets a
+   * 503 and its connection is dropped (`TASKWRIGHT_STORE_TIMEOUT_MS`, default 10,000).
+   */
+  readonly storeTimeoutMs?: number
 }
 
 /**
@@ -62,6 +67,7 @@ export const settingsFromEnv = (
   const maxRuns = Number(env.TASKWRIGHT_MAX_RUNS ?? "4")
   const githubApiUrl = nonEmpty(env.TASKWRIGHT_GITHUB_API_URL)
   const githubToken = nonEmpty(env.GITHUB_TOKEN)
+  const storeTimeoutMs = positiveNumber(env.TASKWRIGHT_STORE_TIMEOUT_MS)
   return {
     dataDir: resolve(overrides.dataDir ?? env.TASKWRIGHT_DATA_DIR ?? "./data"),
     databaseUrl: nonEmpty(overrides.databaseUrl ?? env.DATABASE_URL),
@@ -70,6 +76,7 @@ export const settingsFromEnv = (
     auth: authSettingsFromEnv(env),
     sandbox: env.TASKWRIGHT_SANDBOX?.trim().toLowerCase() === "off" ? "off" : "auto",
     eventRetentionHours: positiveNumber(env.TASKWRIGHT_EVENT_RETENTION_HOURS) ?? 168,
+    ...(storeTimeoutMs !== undefined ? { storeTimeoutMs } : {}),
     ...(Option.isSome(githubApiUrl) ? { githubApiUrl: githubApiUrl.value } : {}),
     ...(Option.isSome(githubToken) ? { githubToken: Redacted.make(githubToken.value) } : {})
   }

@@ -44,7 +44,14 @@ export const StoreUnmigrated = Layer.unwrapEffect(
     // never pays for them (start-up time and memory).
     if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) {
       return Layer.unwrapEffect(
-        Effect.promise(() => import("./store/PgStore.js")).pipe(Effect.map((Pg) => Pg.layer({ url })))
+        Effect.promise(() => import("./store/PgStore.js")).pipe(
+          Effect.map((Pg) =>
+            Pg.layer({
+              url,
+              ...(config.storeTimeoutMs !== undefined ? { answerTimeoutMs: config.storeTimeoutMs } : {})
+            })
+          )
+        )
       )
     }
     const filename =

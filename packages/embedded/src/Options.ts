@@ -44,6 +44,12 @@ export interface TaskwrightOptions {
    * for the server).
    */
   readonly eventRetentionHours?: number
+  /**
+   * On PostgreSQL, milliseconds a statement waits for the server's answer before the call fails as
+   * unavailable and its connection is dropped (default 10,000; `TASKWRIGHT_STORE_TIMEOUT_MS` for the
+   * server).
+   */
+  readonly storeTimeoutMs?: number
   /** `"auto"` (default) sandboxes every agent run; `"off"` runs agents as plain child processes. */
   readonly sandbox?: SandboxMode
   /** Agents to configure at start, over `agents.json` (`command`, `enabled`, `model`, `env`, ...). */
@@ -101,6 +107,10 @@ export const toSettings = (options: TaskwrightOptions, dataDir: string): Taskwri
   if (retention !== undefined && !(Number.isFinite(retention) && retention > 0)) {
     throw new RangeError(`eventRetentionHours must be a positive number of hours, not ${retention}`)
   }
+  const storeTimeoutMs = options.storeTimeoutMs
+  if (storeTimeoutMs !== undefined && !(Number.isFinite(storeTimeoutMs) && storeTimeoutMs > 0)) {
+    throw new RangeError(`storeTimeoutMs must be a positive number of milliseconds, not ${storeTimeoutMs}`)
+  }
   const auth: AuthSettings = {
     ...defaultAuthSettings,
     publicUrl: Option.map(Option.fromNullable(options.publicUrl), (u) => u.replace(/\/+$/, "")),
@@ -118,6 +128,7 @@ export const toSettings = (options: TaskwrightOptions, dataDir: string): Taskwri
     projectsRoot: Option.map(Option.fromNullable(options.projectsRoot), (p) => resolve(p)),
     maxRuns: options.maxRuns ?? 4,
     ...(retention === undefined ? {} : { eventRetentionHours: retention }),
+    ...(storeTimeoutMs === undefined ? {} : { storeTimeoutMs }),
     auth,
     sandbox: options.sandbox ?? "auto",
     ...(options.github?.apiUrl === undefined ? {} : { githubApiUrl: options.github.apiUrl }),

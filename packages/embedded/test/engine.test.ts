@@ -381,4 +381,12 @@ setInterval(() => {}, 60_000)
       )
     }
   })
+
+  it("refuses a store timeout that is not a positive number of milliseconds", async () => {
+    for (const ms of [0, -5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      await expect(createTaskwright({ database: ":memory:", storeTimeoutMs: ms })).rejects.toThrow(
+        /storeTimeoutMs must be a positive number of milliseconds/
+      )
+    }
+  })
 })

@@ -26,7 +26,17 @@ import { type Call, drive, fromOutcome, outcomeExit, type Work } from "./Unit.js
 export interface PgStoreConfig {
   readonly url: string
   readonly maxConnections?: number
+  /** How long a statement waits for PostgreSQL's answer (default {@link DEFAULT_ANSWER_TIMEOUT_MS}). */
+  readonly answerTimeoutMs?: number
 }
+
+/**
+ * A PostgreSQL that stops answering (frozen, or cut off without a reset, as in a failover) would
+ * otherwise hold each request and its connection until TCP gives up, hours later. A statement
+ * that waits longer than this fails as "unavailable" (a 503), and its connection is dropped from
+ * the pool, so the service recovers as soon as PostgreSQL answers again.
+ */
+export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000
 
 /** The connection of the transaction the current fiber is in. */
 const TransactionClient = FiberRef.unsafeMake<Option.Option<pg.PoolClient>>(Option.none())
@@ -37,6 +47,11 @@ const types = {
     oid === 20 || oid === 1700
       ? (value: string) => Number(value)
       : pg.types.getTypeParser(oid, format ?? "text")) as pg.CustomTypesConfig["getTypeParser"]
+}
+
+/** pg reads `query_timeout` from a query's config; its type declarations leave it out. */
+interface TimedQuery extends pg.QueryConfig {
+  readonly query_timeout: number
 }
 
 const CHANNEL = "taskwright_changes"
@@ -50,12 +65,15 @@ interface ChangeListener {
 
 const EVENTS_CHANNEL = "taskwright_events"
 
+/** How often the listening connection checks that PostgreSQL still answers. */
+const HEARTBEAT_MS = 5_000
+
 /**
  * A dedicated connection that LISTENs for other processes' change announcements. While it is not
  * listening (not yet connected, or lost and reconnecting), `epoch()` moves on every call, so
  * caches that rely on it are bypassed instead of trusted.
  */
-const listenForChanges = (url: string): ChangeListener => {
+const listenForChanges = (url: string, answerTimeoutMs: number): ChangeListener => {
   const eventListeners: Array<() => void> = []
   const eventsAppended = () => {
     for (const listener of eventListeners) listener()
@@ -65,8 +83,11 @@ const listenForChanges = (url: string): ChangeListener => {
   let closed = false
   let client: pg.Client | undefined
   let retry: ReturnType<typeof setTimeout> | undefined
+  let heartbeat: ReturnType<typeof setInterval> | undefined
   const reconnectSoon = () => {
     live = false
+    if (heartbeat !== undefined) clearInterval(heartbeat)
+    heartbeat = undefined
     if (closed || retry !== undefined) return
     retry = setTimeout(() => {
       retry = undefined
@@ -76,22 +97,34 @@ const listenForChanges = (url: string): ChangeListener => {
     retry.unref()
   }
   const connect = () => {
-    const c = new pg.Client({ connectionString: url })
+    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: Math.min(5_000, answerTimeoutMs) })
     client = c
+    // A connection already replaced may still end or fail late (a frozen server): not this one's news.
+    const lost = () => {
+      if (client === c) reconnectSoon()
+    }
     c.on("notification", (message) => {
       if (message.channel === EVENTS_CHANNEL) eventsAppended()
       else counter++
     })
-    c.on("error", reconnectSoon)
-    c.on("end", reconnectSoon)
+    c.on("error", lost)
+    c.on("end", lost)
     c.connect()
       .then(() => c.query(`LISTEN ${CHANNEL}; LISTEN ${EVENTS_CHANNEL}`))
       .then(() => {
+        if (client !== c) return
         counter++
         live = !closed
+        // A listening connection sends nothing, so it would not notice a server that stopped
+        // answering, and caches would go on trusting it: it asks every few seconds.
+        heartbeat = setInterval(() => {
+          const ping: TimedQuery = { text: "SELECT 1", query_timeout: answerTimeoutMs }
+          c.query(ping).catch(lost)
+        }, HEARTBEAT_MS)
+        heartbeat.unref()
         // Whatever was appended while this connection was away is read now.
         eventsAppended()
-      }, reconnectSoon)
+      }, lost)
   }
   connect()
   return {
@@ -103,6 +136,7 @@ const listenForChanges = (url: string): ChangeListener => {
       closed = true
       live = false
       if (retry !== undefined) clearTimeout(retry)
+      if (heartbeat !== undefined) clearInterval(heartbeat)
       await client?.end().catch(() => {})
     }
   }
@@ -110,14 +144,32 @@ const listenForChanges = (url: string): ChangeListener => {
 
 const announce = statement("changes.announce", `SELECT pg_notify('${CHANNEL}', '') AS sent`)
 
-export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisabled): Store => {
+export const makeStore = (
+  pool: pg.Pool,
+  changes: ChangeListener = listenerDisabled,
+  answerTimeoutMs = DEFAULT_ANSWER_TIMEOUT_MS
+): Store => {
+  const prepared = (stmt: Statement<unknown>, params: ReadonlyArray<SqlParam>): TimedQuery => ({
+    name: stmt.name,
+    text: stmt.pg,
+    values: params as Array<SqlParam>,
+    query_timeout: answerTimeoutMs
+  })
+  const control = (text: "BEGIN" | "COMMIT" | "ROLLBACK"): TimedQuery => ({ text, query_timeout: answerTimeoutMs })
+  const begin = control("BEGIN")
+  const commit = control("COMMIT")
+  const rollback = control("ROLLBACK")
+
+  const rollbackAndRelease = (client: pg.PoolClient): Promise<void> =>
+    client.query(rollback).then(
+      () => client.release(),
+      (cause: unknown) => client.release(cause instanceof Error ? cause : true)
+    )
+
   const query = <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam>) =>
     Effect.withFiberRuntime<pg.QueryResult, StoreError>((fiber) => {
       const client: pg.Pool | pg.PoolClient = Option.getOrElse(fiber.getFiberRef(TransactionClient), () => pool)
-      return Effect.tryPromise({
-        try: () => client.query({ name: stmt.name, text: stmt.pg, values: params as Array<SqlParam> }),
-        catch: toStoreError
-      })
+      return Effect.tryPromise({ try: () => client.query(prepared(stmt, params)), catch: toStoreError })
     })
 
   const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
@@ -130,7 +182,7 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
           try: async () => {
             const client = await pool.connect()
             try {
-              await client.query("BEGIN")
+              await client.query(begin)
             } catch (cause) {
               client.release(true)
               throw cause
@@ -142,7 +194,7 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
         (client) =>
           collectAfterCommit(Effect.locally(self, TransactionClient, Option.some(client)), hooks).pipe(
             // The commit is part of the work: a commit PostgreSQL refuses is the transaction's failure.
-            Effect.zipLeft(Effect.tryPromise({ try: () => client.query("COMMIT"), catch: toStoreError })),
+            Effect.zipLeft(Effect.tryPromise({ try: () => client.query(commit), catch: toStoreError })),
             Effect.zipLeft(
               Effect.sync(() => {
                 committed = true
@@ -158,7 +210,7 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
     (client: pg.PoolClient) =>
     (call: Call): Promise<unknown> =>
       client
-        .query({ name: call.stmt.name, text: call.stmt.pg, values: call.params as Array<SqlParam> })
+        .query(prepared(call.stmt, call.params))
         .then((r) => (call.kind === "all" ? r.rows : call.kind === "get" ? r.rows[0] : (r.rowCount ?? 0)))
 
   /** A unit of work in a transaction of its own: a pooled connection, BEGIN, its statements, COMMIT. */
@@ -170,7 +222,7 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
       return Exit.fail(toStoreError(cause))
     }
     try {
-      await client.query("BEGIN")
+      await client.query(begin)
     } catch (cause) {
       client.release(true)
       return Exit.fail(toStoreError(cause))
@@ -180,7 +232,7 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
     if (outcome._tag === "Done") {
       try {
         // The commit is part of the work: a commit PostgreSQL refuses is the unit's failure.
-        await client.query("COMMIT")
+        await client.query(commit)
       } catch (cause) {
         await rollbackAndRelease(client)
         return Exit.fail(toStoreError(cause))
@@ -208,7 +260,7 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
     all: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
       Effect.map(query(stmt, params), (r) => r.rows as ReadonlyArray<Row>),
     allNow: <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam> = []) =>
-      pool.query({ name: stmt.name, text: stmt.pg, values: params as Array<SqlParam> }).then(
+      pool.query(prepared(stmt, params)).then(
         (r) => Exit.succeed(r.rows as ReadonlyArray<Row>),
         (cause: unknown) => Exit.fail(toStoreError(cause))
       ),
@@ -224,12 +276,6 @@ export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisab
   }
 }
 
-const rollbackAndRelease = (client: pg.PoolClient): Promise<void> =>
-  client.query("ROLLBACK").then(
-    () => client.release(),
-    (cause: unknown) => client.release(cause instanceof Error ? cause : true)
-  )
-
 // Without a listener every call is a new epoch: nothing is ever served from a cache.
 let disabledEpoch = 0
 const listenerDisabled: ChangeListener = {
@@ -242,13 +288,14 @@ const listenerDisabled: ChangeListener = {
 export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.SqlClient, StoreError> =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
+      const answerTimeoutMs = config.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() => {
           // A server that does not answer at all (not even a refusal) must not hold requests forever.
           const pool = new pg.Pool({
             connectionString: config.url,
             max: config.maxConnections ?? 10,
-            connectionTimeoutMillis: 5_000,
+            connectionTimeoutMillis: Math.min(5_000, answerTimeoutMs),
             types
           })
           // When the server ends an idle connection (a restart, an administrator, a dropped
@@ -268,9 +315,12 @@ export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.S
         Layer.mapError((cause: SqlError) => new StoreError({ kind: "unavailable", message: cause.message, cause }))
       )
       const changes = yield* Effect.acquireRelease(
-        Effect.sync(() => listenForChanges(config.url)),
+        Effect.sync(() => listenForChanges(config.url, answerTimeoutMs)),
         (listener) => Effect.promise(() => listener.close())
       )
-      return Layer.merge(Layer.succeedContext(Context.make(StoreTag, makeStore(pool, changes))), sqlLayer)
+      return Layer.merge(
+        Layer.succeedContext(Context.make(StoreTag, makeStore(pool, changes, answerTimeoutMs))),
+        sqlLayer
+      )
     })
   )
