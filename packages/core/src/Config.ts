@@ -29,8 +29,8 @@ export interface TaskwrightSettings {
   /** The token sent to that API (`GITHUB_TOKEN`): reads private pull requests, posts reviews. */
   readonly githubToken?: Redacted.Redacted<string>
   /**
-   * On PostgreSQL, how long a statement waits for the server's answer before its request gets a
-   * 503 and its connection is dropped (`TASKWRIGHT_STORE_TIMEOUT_MS`, default 10,000).
+   * On PostgreSQL, how long a statement (or a transaction) may hold a connection before its
+   * request gets a 503 and the connection is dropped (`TASKWRIGHT_STORE_TIMEOUT_MS`, default 10,000).
    */
   readonly storeTimeoutMs?: number
 }

@@ -45,7 +45,7 @@ export interface TaskwrightOptions {
    */
   readonly eventRetentionHours?: number
   /**
-   * On PostgreSQL, milliseconds a statement waits for the server's answer before the call fails as
+   * On PostgreSQL, milliseconds a statement (or a transaction) may hold a connection before the call fails as
    * unavailable and its connection is dropped (default 10,000; `TASKWRIGHT_STORE_TIMEOUT_MS` for the
    * server).
    */

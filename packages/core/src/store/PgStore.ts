@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL store over one `pg` pool. Hot statements run as named prepared statements
- * (parsed once per connection); the same pool backs an `@effect/sql` `PgClient` for the
- * migrator and cold paths.
+ * (parsed once per connection), and none holds a connection past the answer timeout. A small pool
+ * of its own backs an `@effect/sql` `PgClient` for the migrator.
  */
 
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -26,15 +26,15 @@ import { type Call, drive, fromOutcome, outcomeExit, type Work } from "./Unit.js
 export interface PgStoreConfig {
   readonly url: string
   readonly maxConnections?: number
-  /** How long a statement waits for PostgreSQL's answer (default {@link DEFAULT_ANSWER_TIMEOUT_MS}). */
+  /** How long a statement or a transaction may hold a pooled connection (default {@link DEFAULT_ANSWER_TIMEOUT_MS}). */
   readonly answerTimeoutMs?: number
 }
 
 /**
  * A PostgreSQL that stops answering (frozen, or cut off without a reset, as in a failover) would
- * otherwise hold each request and its connection until TCP gives up, hours later. A statement
- * that waits longer than this fails as "unavailable" (a 503), and its connection is dropped from
- * the pool, so the service recovers as soon as PostgreSQL answers again.
+ * otherwise hold each request and its connection until TCP gives up, hours later. A statement or
+ * a transaction that holds its connection longer than this fails as "unavailable" (a 503), and
+ * the connection is dropped from the pool, so the service recovers as soon as PostgreSQL answers.
  */
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000
 
@@ -112,9 +112,9 @@ const listenForChanges = (url: string, answerTimeoutMs: number): ChangeListener 
     c.connect()
       .then(() => c.query(`LISTEN ${CHANNEL}; LISTEN ${EVENTS_CHANNEL}`))
       .then(() => {
-        if (client !== c) return
+        if (client !== c || closed) return
         counter++
-        live = !closed
+        live = true
         // A listening connection sends nothing, so it would not notice a server that stopped
         // answering, and caches would go on trusting it: it asks every few seconds.
         heartbeat = setInterval(() => {
@@ -144,27 +144,12 @@ const listenForChanges = (url: string, answerTimeoutMs: number): ChangeListener 
 
 const announce = statement("changes.announce", `SELECT pg_notify('${CHANNEL}', '') AS sent`)
 
-export const makeStore = (
-  pool: pg.Pool,
-  changes: ChangeListener = listenerDisabled,
-  answerTimeoutMs = DEFAULT_ANSWER_TIMEOUT_MS
-): Store => {
-  const prepared = (stmt: Statement<unknown>, params: ReadonlyArray<SqlParam>): TimedQuery => ({
+export const makeStore = (pool: pg.Pool, changes: ChangeListener = listenerDisabled): Store => {
+  const prepared = (stmt: Statement<unknown>, params: ReadonlyArray<SqlParam>): pg.QueryConfig => ({
     name: stmt.name,
     text: stmt.pg,
-    values: params as Array<SqlParam>,
-    query_timeout: answerTimeoutMs
+    values: params as Array<SqlParam>
   })
-  const control = (text: "BEGIN" | "COMMIT" | "ROLLBACK"): TimedQuery => ({ text, query_timeout: answerTimeoutMs })
-  const begin = control("BEGIN")
-  const commit = control("COMMIT")
-  const rollback = control("ROLLBACK")
-
-  const rollbackAndRelease = (client: pg.PoolClient): Promise<void> =>
-    client.query(rollback).then(
-      () => client.release(),
-      (cause: unknown) => client.release(cause instanceof Error ? cause : true)
-    )
 
   const query = <Row>(stmt: Statement<Row>, params: ReadonlyArray<SqlParam>) =>
     Effect.withFiberRuntime<pg.QueryResult, StoreError>((fiber) => {
@@ -182,7 +167,7 @@ export const makeStore = (
           try: async () => {
             const client = await pool.connect()
             try {
-              await client.query(begin)
+              await client.query("BEGIN")
             } catch (cause) {
               client.release(true)
               throw cause
@@ -194,7 +179,7 @@ export const makeStore = (
         (client) =>
           collectAfterCommit(Effect.locally(self, TransactionClient, Option.some(client)), hooks).pipe(
             // The commit is part of the work: a commit PostgreSQL refuses is the transaction's failure.
-            Effect.zipLeft(Effect.tryPromise({ try: () => client.query(commit), catch: toStoreError })),
+            Effect.zipLeft(Effect.tryPromise({ try: () => client.query("COMMIT"), catch: toStoreError })),
             Effect.zipLeft(
               Effect.sync(() => {
                 committed = true
@@ -222,7 +207,7 @@ export const makeStore = (
       return Exit.fail(toStoreError(cause))
     }
     try {
-      await client.query(begin)
+      await client.query("BEGIN")
     } catch (cause) {
       client.release(true)
       return Exit.fail(toStoreError(cause))
@@ -232,7 +217,7 @@ export const makeStore = (
     if (outcome._tag === "Done") {
       try {
         // The commit is part of the work: a commit PostgreSQL refuses is the unit's failure.
-        await client.query(commit)
+        await client.query("COMMIT")
       } catch (cause) {
         await rollbackAndRelease(client)
         return Exit.fail(toStoreError(cause))
@@ -276,6 +261,41 @@ export const makeStore = (
   }
 }
 
+const rollbackAndRelease = (client: pg.PoolClient): Promise<void> =>
+  client.query("ROLLBACK").then(
+    () => client.release(),
+    (cause: unknown) => client.release(cause instanceof Error ? cause : true)
+  )
+
+/**
+ * Ends every connection of `pool` that has been out of the pool longer than `answerTimeoutMs`:
+ * its statement (or a transaction's) then fails as "Connection terminated", and the pool drops
+ * it. One timer for the pool: pg's own per-statement `query_timeout` cost about 60 µs of CPU per
+ * page of 50 tasks, a third of the statement's (alternating runs of 20,000 statements).
+ */
+const watchAnswers = (pool: pg.Pool, answerTimeoutMs: number): (() => void) => {
+  const outSince = new Map<pg.PoolClient, number>()
+  pool.on("acquire", (client) => outSince.set(client, Date.now()))
+  pool.on("release", (_error, client) => outSince.delete(client))
+  // A connection that fails while it is out of the pool and between statements (a server that
+  // restarts, an administrator ending it) emits "error"; unheard, that ends the process. Its next
+  // statement fails instead, and the pool drops it.
+  pool.on("connect", (client) => client.on("error", () => {}))
+  const timer = setInterval(
+    () => {
+      const overdue = Date.now() - answerTimeoutMs
+      for (const [client, since] of outSince) {
+        if (since > overdue) continue
+        outSince.delete(client)
+        client.end().catch(() => {})
+      }
+    },
+    Math.max(50, answerTimeoutMs / 4)
+  )
+  timer.unref()
+  return () => clearInterval(timer)
+}
+
 // Without a listener every call is a new epoch: nothing is ever served from a cache.
 let disabledEpoch = 0
 const listenerDisabled: ChangeListener = {
@@ -302,25 +322,36 @@ export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.S
           // database), the pool emits "error"; unheard, that is an uncaught exception that ends
           // the process. The pool discards the connection and opens another when needed.
           pool.on("error", () => {})
-          return pool
+          return { pool, stopWatching: watchAnswers(pool, answerTimeoutMs) }
         }),
-        (pool) => Effect.promise(() => pool.end())
+        ({ pool, stopWatching }) =>
+          Effect.promise(() => {
+            stopWatching()
+            return pool.end()
+          })
+      ).pipe(Effect.map(({ pool }) => pool))
+      // The migrator's own pool, outside the answer timeout: a migration may rightly take longer
+      // (an index built on a large table). It connects only when a migration runs.
+      const migratorPool = yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const migrator = new pg.Pool({ connectionString: config.url, max: 2, types })
+          migrator.on("error", () => {})
+          return migrator
+        }),
+        (migrator) => Effect.promise(() => migrator.end())
       )
       // Fail fast with a clear error when the server is not there.
       yield* Effect.tryPromise({
         try: () => pool.query("SELECT 1"),
         catch: (cause) => new StoreError({ kind: "unavailable", message: "cannot reach PostgreSQL", cause })
       })
-      const sqlLayer = PgClient.layerFromPool({ acquire: Effect.succeed(pool) }).pipe(
+      const sqlLayer = PgClient.layerFromPool({ acquire: Effect.succeed(migratorPool) }).pipe(
         Layer.mapError((cause: SqlError) => new StoreError({ kind: "unavailable", message: cause.message, cause }))
       )
       const changes = yield* Effect.acquireRelease(
         Effect.sync(() => listenForChanges(config.url, answerTimeoutMs)),
         (listener) => Effect.promise(() => listener.close())
       )
-      return Layer.merge(
-        Layer.succeedContext(Context.make(StoreTag, makeStore(pool, changes, answerTimeoutMs))),
-        sqlLayer
-      )
+      return Layer.merge(Layer.succeedContext(Context.make(StoreTag, makeStore(pool, changes))), sqlLayer)
     })
   )
