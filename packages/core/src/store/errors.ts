@@ -22,8 +22,8 @@ const NETWORK_CODES = new Set([
 /**
  * The store is not there (PostgreSQL down, restarting, unreachable, or a SQLite file locked past the
  * busy timeout): a 503 the client may retry, not a bug. PostgreSQL's class 08 is "connection
- * exception", 57P01-57P03 a server shutting down or starting; `pg` reports a lost connection, and
- * a statement that waited past its answer timeout, by message only.
+ * exception", 57P01-57P03 a server shutting down or starting; `pg` reports a lost connection by
+ * message only.
  */
 const isUnavailable = (code: unknown, message: unknown): boolean => {
   if (typeof code === "string") {
@@ -32,7 +32,7 @@ const isUnavailable = (code: unknown, message: unknown): boolean => {
   }
   return (
     typeof message === "string" &&
-    /Connection terminated|connection error and is not queryable|timeout exceeded when trying to connect|Client was closed|Query read timeout/i.test(
+    /Connection terminated|connection error and is not queryable|timeout exceeded when trying to connect|Client was closed/i.test(
       message
     )
   )
