@@ -100,17 +100,24 @@ export const chooseDataDir = (options: TaskwrightOptions): DataDirChoice => {
   return { path: resolve("./data"), temporary: false }
 }
 
+/** An option that must be a positive finite number when given; a `RangeError` naming it otherwise. */
+const positiveOption = (
+  options: TaskwrightOptions,
+  name: "eventRetentionHours" | "storeTimeoutMs",
+  unit: string
+): number | undefined => {
+  const value = options[name]
+  if (value !== undefined && !(Number.isFinite(value) && value > 0)) {
+    throw new RangeError(`${name} must be a positive number of ${unit}, not ${value}`)
+  }
+  return value
+}
+
 /** The engine's settings for these options, with the data directory chosen. */
 export const toSettings = (options: TaskwrightOptions, dataDir: string): TaskwrightSettings => {
-  const retention = options.eventRetentionHours
   // Zero or less would prune every event as it is written.
-  if (retention !== undefined && !(Number.isFinite(retention) && retention > 0)) {
-    throw new RangeError(`eventRetentionHours must be a positive number of hours, not ${retention}`)
-  }
-  const storeTimeoutMs = options.storeTimeoutMs
-  if (storeTimeoutMs !== undefined && !(Number.isFinite(storeTimeoutMs) && storeTimeoutMs > 0)) {
-    throw new RangeError(`storeTimeoutMs must be a positive number of milliseconds, not ${storeTimeoutMs}`)
-  }
+  const retention = positiveOption(options, "eventRetentionHours", "hours")
+  const storeTimeoutMs = positiveOption(options, "storeTimeoutMs", "milliseconds")
   const auth: AuthSettings = {
     ...defaultAuthSettings,
     publicUrl: Option.map(Option.fromNullable(options.publicUrl), (u) => u.replace(/\/+$/, "")),

@@ -73,7 +73,7 @@ const HEARTBEAT_MS = 5_000
  * listening (not yet connected, or lost and reconnecting), `epoch()` moves on every call, so
  * caches that rely on it are bypassed instead of trusted.
  */
-const listenForChanges = (url: string, answerTimeoutMs: number): ChangeListener => {
+const listenForChanges = (url: string, answerTimeoutMs: number, connectTimeoutMs: number): ChangeListener => {
   const eventListeners: Array<() => void> = []
   const eventsAppended = () => {
     for (const listener of eventListeners) listener()
@@ -97,7 +97,7 @@ const listenForChanges = (url: string, answerTimeoutMs: number): ChangeListener 
     retry.unref()
   }
   const connect = () => {
-    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: Math.min(5_000, answerTimeoutMs) })
+    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs })
     client = c
     // A connection already replaced may still end or fail late (a frozen server): not this one's news.
     const lost = () => {
@@ -277,10 +277,6 @@ const watchAnswers = (pool: pg.Pool, answerTimeoutMs: number): (() => void) => {
   const outSince = new Map<pg.PoolClient, number>()
   pool.on("acquire", (client) => outSince.set(client, Date.now()))
   pool.on("release", (_error, client) => outSince.delete(client))
-  // A connection that fails while it is out of the pool and between statements (a server that
-  // restarts, an administrator ending it) emits "error"; unheard, that ends the process. Its next
-  // statement fails instead, and the pool drops it.
-  pool.on("connect", (client) => client.on("error", () => {}))
   const timer = setInterval(
     () => {
       const overdue = Date.now() - answerTimeoutMs
@@ -309,19 +305,23 @@ export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.S
   Layer.unwrapScoped(
     Effect.gen(function* () {
       const answerTimeoutMs = config.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS
+      const connectTimeoutMs = Math.min(5_000, answerTimeoutMs)
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() => {
           // A server that does not answer at all (not even a refusal) must not hold requests forever.
           const pool = new pg.Pool({
             connectionString: config.url,
             max: config.maxConnections ?? 10,
-            connectionTimeoutMillis: Math.min(5_000, answerTimeoutMs),
+            connectionTimeoutMillis: connectTimeoutMs,
             types
           })
-          // When the server ends an idle connection (a restart, an administrator, a dropped
-          // database), the pool emits "error"; unheard, that is an uncaught exception that ends
-          // the process. The pool discards the connection and opens another when needed.
+          // When the server ends a connection (a restart, an administrator, a dropped database),
+          // an "error" event unheard is an uncaught exception that ends the process: the pool's
+          // for an idle connection, the connection's own for one out of the pool between
+          // statements. The pool discards the connection (the latter's next statement fails) and
+          // opens another when needed.
           pool.on("error", () => {})
+          pool.on("connect", (client) => client.on("error", () => {}))
           return { pool, stopWatching: watchAnswers(pool, answerTimeoutMs) }
         }),
         ({ pool, stopWatching }) =>
@@ -349,7 +349,7 @@ export const layer = (config: PgStoreConfig): Layer.Layer<StoreTag | SqlClient.S
         Layer.mapError((cause: SqlError) => new StoreError({ kind: "unavailable", message: cause.message, cause }))
       )
       const changes = yield* Effect.acquireRelease(
-        Effect.sync(() => listenForChanges(config.url, answerTimeoutMs)),
+        Effect.sync(() => listenForChanges(config.url, answerTimeoutMs, connectTimeoutMs)),
         (listener) => Effect.promise(() => listener.close())
       )
       return Layer.merge(Layer.succeedContext(Context.make(StoreTag, makeStore(pool, changes))), sqlLayer)
