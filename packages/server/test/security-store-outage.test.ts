@@ -21,7 +21,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freePort } from "./auth-helpers.js"
 
 const BIN = join("/usr/lib/postgresql", readdirSync("/usr/lib/postgresql").sort().at(-1) ?? "15", "bin")
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** The server's answer timeout in this suite: how long a statement waits for PostgreSQL. */
 const ANSWER_TIMEOUT_MS = 1_500
 
@@ -99,16 +98,16 @@ describe("the store going away and coming back (PostgreSQL)", () => {
     })
 
   /** The status of a list request, retried for up to 20 s until it is 200. */
-  const listStatusOnceBack = async () => {
-    const back = Date.now() + 20_000
-    let status = 0
-    while (Date.now() < back) {
-      status = (await call("GET", "/api/tasks").catch(() => undefined))?.status ?? 0
-      if (status === 200) break
-      await sleep(200)
-    }
-    return status
-  }
+  const listStatusOnceBack = () =>
+    waitFor(
+      () =>
+        call("GET", "/api/tasks").then(
+          (r) => r.status,
+          () => 0
+        ),
+      (status) => status === 200,
+      { timeoutMs: 20_000, intervalMs: 200, what: "the list to answer 200 again" }
+    )
 
   it("answers 503 with Retry-After while it is down, logs two lines in all, loses nothing and recovers", async () => {
     for (let i = 0; i < 5; i++) expect((await call("POST", "/api/tasks", { title: `before ${i}` })).status).toBe(201)

@@ -11,6 +11,7 @@ import { Cause, Effect, Exit, ManagedRuntime, Option } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Store, StoreTag, statement } from "../../src/store/Store.js"
 import { storeKinds } from "../stores.js"
+import { until } from "../until.js"
 
 const ANSWER_TIMEOUT_MS = 500
 const PG_PORT = Number(new URL(process.env.TASKWRIGHT_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test").port)
@@ -66,14 +67,6 @@ const epochTrusted = (store: Store) => {
   return store.changes.epoch() === first
 }
 
-const waitUntil = async (check: () => boolean | Promise<boolean>, ms: number, what: string) => {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`waited ${ms} ms for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
-
 describe.runIf(storeKinds.includes("postgres"))("PostgreSQL cut off without a reset", () => {
   let relay: Awaited<ReturnType<typeof makeRelay>>
   let runtime: ManagedRuntime.ManagedRuntime<StoreTag, unknown>
@@ -95,7 +88,7 @@ describe.runIf(storeKinds.includes("postgres"))("PostgreSQL cut off without a re
 
   it("fails statements as unavailable after the answer timeout, distrusts the epoch, and recovers", async () => {
     expect(Exit.isSuccess(await selectOne())).toBe(true)
-    await waitUntil(() => epochTrusted(store), 5_000, "the listener to be live")
+    await until(() => epochTrusted(store), 5_000, "the listener to be live")
 
     relay.cut()
     for (const attempt of ["an open connection", "a new connection"]) {
@@ -108,10 +101,10 @@ describe.runIf(storeKinds.includes("postgres"))("PostgreSQL cut off without a re
       expect(waited, attempt).toBeLessThan(ANSWER_TIMEOUT_MS * 4)
     }
     // The heartbeat (every 5 s) finds the listening connection unanswered.
-    await waitUntil(() => !epochTrusted(store), 8_000, "the epoch to stop being trusted")
+    await until(() => !epochTrusted(store), 8_000, "the epoch to stop being trusted")
 
     relay.heal()
-    await waitUntil(async () => Exit.isSuccess(await selectOne()), 5_000, "a statement to succeed again")
-    await waitUntil(() => epochTrusted(store), 5_000, "the listener to be live again")
+    await until(async () => Exit.isSuccess(await selectOne()), 5_000, "a statement to succeed again")
+    await until(() => epochTrusted(store), 5_000, "the listener to be live again")
   }, 30_000)
 })

@@ -11,6 +11,7 @@ import { migrate } from "../../src/store/migrations.js"
 import { KeyUsage } from "../../src/users/KeyUsage.js"
 import { UsersRepo } from "../../src/users/UsersRepo.js"
 import { createPgDatabase, dropPgDatabase, storeKinds, withPg } from "../stores.js"
+import { until } from "../until.js"
 
 const USER = "usr_usage_shutdown00"
 const KEY = "key_usage_shutdown00"
@@ -68,11 +69,7 @@ describe.runIf(storeKinds.includes("postgres"))("key usage when the service stop
     for (let i = 0; i < 7; i++) usage.record(KEY, "10.0.0.1")
 
     // The periodic flush (every second) is inside its write when the trigger's sleep is running.
-    const deadline = Date.now() + 5_000
-    while (!(await writing())) {
-      if (Date.now() > deadline) throw new Error("no usage write began within 5 s")
-      await new Promise((r) => setTimeout(r, 20))
-    }
+    await until(writing, 5_000, "a usage write to begin")
     for (let i = 0; i < 3; i++) usage.record(KEY, "10.0.0.2")
     await runtime.dispose()
 
