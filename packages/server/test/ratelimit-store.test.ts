@@ -12,7 +12,8 @@ import {
   type RateLimitStoreShape,
   SqlRateLimitStore,
   StoreLive,
-  StoreTag
+  StoreTag,
+  statement
 } from "@taskwright/core/internal"
 import { createPgDatabase } from "@taskwright/testing"
 import { Effect, Fiber, Layer } from "effect"
@@ -98,8 +99,66 @@ describe("MemoryRateLimitStore", () => {
   })
 })
 
+const countOf = statement<{ count: number | string }>(
+  "test.ratelimit.count",
+  "SELECT count FROM rate_limits WHERE bucket = ?"
+)
+
+/**
+ * A client flooding past its budget: once the database has counted a bucket past its limit, its
+ * further hits in that window are refused here, with no statement sent; the next window counts in
+ * the database again.
+ */
+const pastTheLimit = (it: Vitest.MethodsNonLive<StoreTag>) =>
+  it.effect("a bucket past its limit is refused without a trip to the database until its window ends", () =>
+    Effect.gen(function* () {
+      const store = yield* StoreTag
+      let trips = 0
+      const all: typeof store.all = (stmt, params) => {
+        trips++
+        return store.all(stmt, params)
+      }
+      const limiter = yield* Effect.provideService(SqlRateLimitStore.make, StoreTag, { ...store, all })
+      const limit = 5
+      const stored = () => Effect.map(store.all(countOf, ["k:flood"]), (rows) => rows.map((r) => Number(r.count))[0])
+      const counts: Array<number> = []
+      for (let i = 0; i < limit + 1; i++) counts.push((yield* limiter.hit("k:flood", T0, W, limit)).count)
+      assert.deepStrictEqual(counts.slice(0, limit), [1, 2, 3, 4, 5])
+      assert.isAbove(counts[limit] ?? 0, limit)
+      const before = yield* stored()
+      trips = 0
+      // 200 more, some at once, some one by one, some through the limiter's synchronous path.
+      const flood = yield* Effect.all(
+        Array.from({ length: 100 }, () => limiter.hit("k:flood", T0, W, limit)),
+        { concurrency: "unbounded" }
+      )
+      for (let i = 0; i < 50; i++) flood.push(yield* limiter.hit("k:flood", T0, W, limit))
+      for (let i = 0; i < 50; i++) {
+        const now = limiter.hitSync?.("k:flood", T0, W)
+        assert.isDefined(now)
+        if (now !== undefined) flood.push(now)
+      }
+      // A caller whose clock is behind is refused too: the bucket counts in the newer window.
+      flood.push(yield* limiter.hit("k:flood", T0 - W, W, limit))
+      assert.strictEqual(trips, 0)
+      assert.isTrue(flood.every((h) => h.count > limit && h.windowStart === T0))
+      assert.strictEqual(yield* stored(), before)
+      // Another bucket, and the same bucket's next window, still go to the database.
+      assert.deepStrictEqual(yield* limiter.hit("k:other", T0, W, limit), { count: 1, windowStart: T0 })
+      assert.deepStrictEqual(yield* limiter.hit("k:flood", T0 + W, W, limit), { count: 1, windowStart: T0 + W })
+      assert.strictEqual(trips, 2)
+      // Forgotten with its window.
+      assert.isAbove(limiter.hitSync?.("k:flood", T0, W)?.count ?? 0, limit)
+      yield* limiter.prune(T0 + W)
+      assert.isUndefined(limiter.hitSync?.("k:flood", T0, W))
+    })
+  )
+
 describe("SqlRateLimitStore on SQLite", () => {
-  layer(storeLayer(":memory:"))((it) => contract(it, RateLimitStore))
+  layer(storeLayer(":memory:"))((it) => {
+    contract(it, RateLimitStore)
+    pastTheLimit(it)
+  })
 })
 
 /**
@@ -197,6 +256,8 @@ describe("SqlRateLimitStore on PostgreSQL", () => {
           assert.isAtMost(trips, 6)
         })
     )
+
+    pastTheLimit(it)
 
     it.effect("two processes leasing from one budget admit exactly the limit, never more", () =>
       Effect.gen(function* () {

@@ -10,7 +10,10 @@ import type { StoreError } from "../store/Store.js"
 
 /** A bucket's window after a hit. */
 export interface Hit {
-  /** Hits in the window, this one included. */
+  /**
+   * Hits in the window, this one included. Past the limit a store may stop counting and answer
+   * the last count it knew (any count over the limit refuses the same).
+   */
   readonly count: number
   /** When the window the hit was counted in started, ms since the epoch. */
   readonly windowStart: number
@@ -26,7 +29,7 @@ export interface RateLimitStoreShape {
   /**
    * The limiter's fast path: the hit counted at once, without I/O, or `undefined` when this store
    * cannot do so now (then {@link hit}). The in-memory store always can; the database's can while
-   * its process holds counts it reserved before.
+   * its process holds counts it reserved before, or once the bucket is past its limit in the window.
    */
   readonly hitSync?: (bucket: string, windowStart: number, windowMs: number) => Hit | undefined
   /** Forgets windows that ended before `before` (ms); called now and then by the limiter. */

@@ -84,7 +84,7 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("@taskwright/core
     }
     return {
       policies,
-      /** True when {@link consumeNow} may answer (the in-memory store always does; the database's while it holds a lease). */
+      /** True when {@link consumeNow} may answer (the in-memory store always does; the database's while it holds a lease or the budget is spent). */
       synchronous: hitSync !== undefined,
       consumeNow,
       /** Spends one hit of `subject`'s budget under `policy`. */

@@ -23,6 +23,10 @@
  * left, before the lease runs dry, and hits that find the lease spent meanwhile wait for it
  * rather than each writing to the database (a write per turn of the event loop costs PostgreSQL
  * a commit each).
+ *
+ * A bucket the database has counted past its limit stays refused until its window ends (counts
+ * only grow within a window), so this process answers its further hits there without a trip:
+ * a client flooding past its budget, with a key or without one, costs the database nothing.
  */
 import { Effect, Layer } from "effect"
 import { type StoreError, StoreTag, statement } from "../store/Store.js"
@@ -89,6 +93,14 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
   let pending = new Map<string, Bucket>()
   let scheduled = false
   const leases = new Map<string, Lease>()
+  /** Buckets counted past their limit: the window and the highest count the database gave there. */
+  const exhausted = new Map<string, Hit>()
+
+  /** Remembers that `bucket` is past its limit in `windowStart`'s window (a newer window replaces an older). */
+  const markExhausted = (bucket: string, count: number, windowStart: number) => {
+    const known = exhausted.get(bucket)
+    if (known === undefined || known.windowStart < windowStart) exhausted.set(bucket, { count, windowStart })
+  }
 
   /**
    * How many counts beyond its waiters a bucket reserves: twice its use since the last refill (so
@@ -156,7 +168,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     lease.reserving = false
     const waiting = lease.queue.splice(0)
     for (const resume of waiting) {
-      const hit = leased(bucket, lease.windowStart)
+      const hit = answeredHere(bucket, lease.windowStart)
       if (hit !== undefined) resume(Effect.succeed(hit))
       else enqueue(bucket, lease.windowStart, lease.limit, resume)
     }
@@ -193,6 +205,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
             const extra = extras.get(row.bucket) ?? 0
             const first = count - bucket.waiters.length - extra + 1
             keep(row.bucket, windowStart, bucket.limit, first + bucket.waiters.length, count)
+            if (count > bucket.limit) markExhausted(row.bucket, count, windowStart)
             for (const [i, resume] of bucket.waiters.entries())
               resume(Effect.succeed({ count: first + i, windowStart }))
           }
@@ -224,10 +237,22 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
     return { count, windowStart: lease.windowStart }
   }
 
+  /**
+   * A hit counted without a trip: from the bucket's lease, or refused because the database has
+   * already counted the bucket past its limit in this window (or a newer one: a caller whose clock
+   * is behind counts there). A lease's counts go first: those within the limit are still admitted.
+   */
+  const answeredHere = (bucket: string, windowStart: number): Hit | undefined => {
+    const hit = leased(bucket, windowStart)
+    if (hit !== undefined) return hit
+    const refused = exhausted.get(bucket)
+    return refused !== undefined && refused.windowStart >= windowStart ? refused : undefined
+  }
+
   return {
     hit: (bucket, windowStart, _windowMs, limit) =>
       Effect.suspend(() => {
-        const hit = leased(bucket, windowStart)
+        const hit = answeredHere(bucket, windowStart)
         if (hit !== undefined) return Effect.succeed(hit)
         return Effect.async<Hit, StoreError>((resume) => {
           const lease = leases.get(bucket)
@@ -236,7 +261,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
           else enqueue(bucket, windowStart, limit, resume)
         })
       }),
-    hitSync: (bucket, windowStart) => leased(bucket, windowStart),
+    hitSync: answeredHere,
     prune: (before) =>
       Effect.asVoid(store.run(q.prune, [before])).pipe(
         Effect.tap(() =>
@@ -244,6 +269,7 @@ export const make = Effect.map(StoreTag, (store): RateLimitStoreShape => {
             // A lease being refilled stays: hits may be waiting for it.
             for (const [bucket, lease] of leases)
               if (lease.windowStart < before && !lease.reserving) leases.delete(bucket)
+            for (const [bucket, refused] of exhausted) if (refused.windowStart < before) exhausted.delete(bucket)
           })
         )
       )
