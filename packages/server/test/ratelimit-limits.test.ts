@@ -123,6 +123,37 @@ describe.each(testStores())("rate limits on %s", (store) => {
       expect((await s.request("GET", "/api/tasks", { key: other.secret })).status).toBe(200)
     })
 
+    it("answers each refusal of a flood in its own words: its budget, and the retry-after its header gives, second by second", async () => {
+      const user = await s.createUser()
+      await freshWindow()
+      await burst(`${s.url}/api/tasks`, 20, { headers: { authorization: `Bearer ${user.key}` } })
+      const seen = new Set<number>()
+      const until = Date.now() + 1_300
+      while (Date.now() < until) {
+        const refused = await s.request("GET", "/api/tasks", { key: user.key })
+        expect(refused.status).toBe(429)
+        const retryAfter = Number(refused.headers.get("retry-after"))
+        expect(refused.body).toEqual({
+          error: {
+            code: "RATE_LIMITED",
+            message: `rate limit exceeded: 20 requests per minute per credential; retry after ${retryAfter} s`,
+            details: { limit: 20, retry_after: retryAfter }
+          }
+        })
+        seen.add(retryAfter)
+        // Other answers in between: the proxy check refuses the same budget as 403, no credential is 401.
+        const verify = await s.request("GET", "/api/auth/verify", { key: user.key })
+        expect(verify.status).toBe(403)
+        expect(verify.text).toMatch(/per credential; retry after \d+ s"/)
+        const anonymous = await s.request("GET", "/api/tasks")
+        expect(anonymous.status).toBe(401)
+        expect(anonymous.body).toMatchObject({ error: { code: "UNAUTHORIZED" } })
+        await new Promise((resolve) => setTimeout(resolve, 40))
+      }
+      // The countdown moved at least once, and every refusal said where it stood.
+      expect(seen.size).toBeGreaterThanOrEqual(2)
+    })
+
     it("counts sessions per user: two sessions of one user share a budget", async () => {
       const user = await createPasswordUser(s)
       const a = await login(s, user)

@@ -41,11 +41,25 @@ export interface Admission {
   readonly refusal: Unauthorized | Forbidden | RateLimited | undefined
 }
 
-const rateLimited = (rate: RateState, who: string) =>
-  new RateLimited({
-    message: `rate limit exceeded: ${rate.limit} requests per minute ${who}; retry after ${rate.retryAfter} s`,
-    details: { limit: rate.limit, retry_after: rate.retryAfter }
-  })
+/**
+ * Makes the refusals of spent budgets, remembering the last one of each kind: a client flooding
+ * past its budget gets the same error object for as long as its words stay the same (a second:
+ * `retry_after` counts down). Making one, its fields checked and its stack captured, cost more
+ * than the rest of the refusal.
+ */
+const refusals = () => {
+  const last = new Map<string, { readonly limit: number; readonly retryAfter: number; readonly error: RateLimited }>()
+  return (rate: RateState, who: string): RateLimited => {
+    const known = last.get(who)
+    if (known !== undefined && known.limit === rate.limit && known.retryAfter === rate.retryAfter) return known.error
+    const error = new RateLimited({
+      message: `rate limit exceeded: ${rate.limit} requests per minute ${who}; retry after ${rate.retryAfter} s`,
+      details: { limit: rate.limit, retry_after: rate.retryAfter }
+    })
+    last.set(who, { limit: rate.limit, retryAfter: rate.retryAfter, error })
+    return error
+  }
+}
 
 const csrf = new Forbidden({
   message: "cross-site request refused: a cookie-authenticated change must come from this service's origin",
@@ -59,6 +73,7 @@ export class Gate extends Effect.Service<Gate>()("@taskwright/core/Gate", {
     const usage = yield* KeyUsage
     const settings = (yield* TaskwrightConfig).auth ?? defaultAuthSettings
     const { authenticated, anonymous, documents } = limiter.policies
+    const rateLimited = refusals()
 
     const asDocument = (rate: RateState): Admission => ({
       actor: undefined,

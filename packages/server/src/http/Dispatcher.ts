@@ -205,6 +205,8 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
     exchange.respond(status, headers, body)
   }
 
+  let lastError: WireError | undefined
+  let lastErrorBody = ""
   const sendError = (reply: Reply, error: WireError): void => {
     const status = errorWire[error._tag].status
     if (status === 401) reply.exchange.setHeader("www-authenticate", 'Bearer realm="taskwright"')
@@ -213,7 +215,12 @@ export const makeDispatcher = (runtime: Runtime.Runtime<DispatchServices>, optio
       reply.exchange.setHeader("retry-after", String(retryAfter))
     }
     // An error may quote what the client sent (a path, a rejected value): never a credential.
-    send(reply, status, redactCredentials(JSON.stringify(errorBody(error))))
+    // The same error object again (a flood of refusals shares one) reuses its body.
+    if (error !== lastError) {
+      lastError = error
+      lastErrorBody = redactCredentials(JSON.stringify(errorBody(error)))
+    }
+    send(reply, status, lastErrorBody)
   }
 
   const finish = (reply: Reply) => (exit: Exit.Exit<unknown, unknown>) => {
