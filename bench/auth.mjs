@@ -13,6 +13,11 @@
  * The two stand-in servers are this script's own (bundled from the workspace sources like the
  * CLI); the product has no switch that skips authentication.
  *
+ * And what a refusal costs, the price of a flood: a forged access token and an unknown session
+ * cookie on the real server (401: the credential fails, the anonymous budget is not spent), and
+ * on a second real server whose budgets are one request a minute (429), an API key past its
+ * budget, no credential, a forged token and an unknown session cookie past the address's budget.
+ *
  * Reported per variant and round: requests/s, p50/p99 latency, non-2xx answers, and the server's
  * CPU time per request (from /proc), with ratios against the baseline. Rounds alternate the
  * variants. Also: the in-memory limiter's cost per call, measured in process.
@@ -23,6 +28,7 @@
  * limits then live in the database, shared as they would be between processes).
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
+import { createHmac, randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
@@ -232,8 +238,10 @@ const load = async (url, headers, seconds) => {
 
 const microbench = async () => {
   const core = await import(pathToFileURL(join(ROOT, "packages/core/dist/index.js")).href)
+  // The in-memory store is not public API: it is in the package's internal entry.
+  const { MemoryRateLimitStore } = await import(pathToFileURL(join(ROOT, "packages/core/dist/internal.js")).href)
   const { Effect, Layer, ManagedRuntime } = await import("effect")
-  const store = core.MemoryRateLimitStore.make()
+  const store = MemoryRateLimitStore.make()
   const N = 1_000_000
   const windowStart = Date.now() - (Date.now() % 60_000)
   let t0 = process.hrtime.bigint()
@@ -241,7 +249,7 @@ const microbench = async () => {
   const hitNs = Number(process.hrtime.bigint() - t0) / N
   const runtime = ManagedRuntime.make(
     core.RateLimiter.Default.pipe(
-      Layer.provide(core.MemoryRateLimitStore.layer),
+      Layer.provide(MemoryRateLimitStore.layer),
       Layer.provide(core.TaskwrightConfig.layer(core.settingsFromEnv({}, { databaseUrl: ":memory:" })))
     )
   )
@@ -328,6 +336,19 @@ const main = async () => {
     authOnlyPort
   )
 
+  // The same data behind budgets of one request a minute: every request past the first is refused.
+  const limitedPort = await freePort()
+  const limited = await startServer(
+    "taskwright, budgets of 1",
+    [CLI, "serve", "--port", String(limitedPort), "--data-dir", DATA],
+    { TASKWRIGHT_RATE_LIMIT: "1", TASKWRIGHT_RATE_LIMIT_ANONYMOUS: "1" },
+    limitedPort
+  )
+  // Signed with another secret; and a session token no one was given.
+  const [head, body] = jwt.split(".")
+  const forged = `${head}.${body}.${createHmac("sha256", `${JWT_SECRET}!`).update(`${head}.${body}`).digest("base64url")}`
+  const strangerCookie = { cookie: `service_session=${randomBytes(32).toString("base64url")}` }
+
   const task = `/api/tasks/${taskId}`
   const variants = [
     { name: "pre-authenticated (baseline)", server: fixed, path: task, headers: {} },
@@ -337,11 +358,21 @@ const main = async () => {
     { name: "access token (JWT)", server: real, path: task, headers: bearer(jwt) },
     { name: "verify, API key", server: real, path: "/api/auth/verify", headers: bearer(key.secret) },
     { name: "verify, session cookie", server: real, path: "/api/auth/verify", headers: cookie },
-    { name: "verify, JWT", server: real, path: "/api/auth/verify", headers: bearer(jwt) }
+    { name: "verify, JWT", server: real, path: "/api/auth/verify", headers: bearer(jwt) },
+    { name: "refused: forged JWT", server: real, path: task, headers: bearer(forged), expect: 401 },
+    { name: "refused: unknown session", server: real, path: task, headers: strangerCookie, expect: 401 },
+    { name: "refused: key past budget", server: limited, path: task, headers: bearer(key.secret), expect: 429 },
+    { name: "refused: no credential", server: limited, path: task, headers: {}, expect: 429 },
+    { name: "refused: forged JWT, 429", server: limited, path: task, headers: bearer(forged), expect: 429 },
+    { name: "refused: unknown session, 429", server: limited, path: task, headers: strangerCookie, expect: 429 }
   ]
   for (const v of variants) {
-    const r = await fetch(`${v.server.url}${v.path}`, { headers: v.headers })
-    if (r.status !== 200) throw new Error(`${v.name}: ${r.status} ${await r.text()}`)
+    // Twice: the first request of a budget of one is admitted.
+    for (let i = 0; i < 2; i++) {
+      const r = await fetch(`${v.server.url}${v.path}`, { headers: v.headers })
+      const text = await r.text()
+      if (i === 1 && r.status !== (v.expect ?? 200)) throw new Error(`${v.name}: ${r.status} ${text}`)
+    }
   }
 
   log(`load generator: ${WRK ?? "autocannon"}, ${config.connections} connections, ${config.duration} s per run`)
@@ -352,10 +383,12 @@ const main = async () => {
       const cpu0 = cpuSeconds(v.server.pid)
       const r = await load(`${v.server.url}${v.path}`, v.headers, config.duration)
       const cpu = cpuSeconds(v.server.pid) - cpu0
-      const row = { ...r, cpu_us_per_request: r.requests > 0 ? (cpu * 1e6) / r.requests : Number.NaN }
+      // Answers other than the variant's own status (wrk counts the non-2xx).
+      const unexpected = (v.expect ?? 200) === 200 ? r.non2xx : r.requests - r.non2xx
+      const row = { ...r, unexpected, cpu_us_per_request: r.requests > 0 ? (cpu * 1e6) / r.requests : Number.NaN }
       results[i].rounds.push(row)
       log(
-        `round ${round}  ${v.name.padEnd(30)} ${row.rps.toFixed(0).padStart(7)} req/s  p50 ${row.p50.toFixed(2)} ms  p99 ${row.p99.toFixed(2)} ms  cpu ${row.cpu_us_per_request.toFixed(1)} µs/req  non-2xx ${row.non2xx}`
+        `round ${round}  ${v.name.padEnd(30)} ${row.rps.toFixed(0).padStart(7)} req/s  p50 ${row.p50.toFixed(2)} ms  p99 ${row.p99.toFixed(2)} ms  cpu ${row.cpu_us_per_request.toFixed(1)} µs/req  other statuses ${row.unexpected}`
       )
     }
   }
@@ -371,7 +404,7 @@ const main = async () => {
       p50_ms: mean(r.rounds.map((x) => x.p50)),
       p99_ms: mean(r.rounds.map((x) => x.p99)),
       cpu_us_per_request: mean(r.rounds.map((x) => x.cpu_us_per_request)),
-      non2xx: r.rounds.reduce((a, x) => a + x.non2xx, 0),
+      unexpected: r.rounds.reduce((a, x) => a + x.unexpected, 0),
       rps_vs_baseline: mean(ratioRps),
       rps_vs_baseline_per_round: ratioRps,
       cpu_vs_baseline: mean(ratioCpu),
@@ -381,16 +414,16 @@ const main = async () => {
   const micro = await microbench()
 
   const line = (s) =>
-    `| ${s.variant.padEnd(30)} | ${s.rps.toFixed(0).padStart(7)} | ${s.p50_ms.toFixed(2).padStart(6)} | ${s.p99_ms.toFixed(2).padStart(6)} | ${s.cpu_us_per_request.toFixed(1).padStart(6)} | ${s.added_cpu_us.toFixed(1).padStart(7)} | ${s.rps_vs_baseline.toFixed(2).padStart(5)} (${s.rps_vs_baseline_per_round.map((x) => x.toFixed(2)).join(", ")}) | ${String(s.non2xx).padStart(5)} |`
+    `| ${s.variant.padEnd(30)} | ${s.rps.toFixed(0).padStart(7)} | ${s.p50_ms.toFixed(2).padStart(6)} | ${s.p99_ms.toFixed(2).padStart(6)} | ${s.cpu_us_per_request.toFixed(1).padStart(6)} | ${s.added_cpu_us.toFixed(1).padStart(7)} | ${s.rps_vs_baseline.toFixed(2).padStart(5)} (${s.rps_vs_baseline_per_round.map((x) => x.toFixed(2)).join(", ")}) | ${String(s.unexpected).padStart(5)} |`
   console.log(
     [
       `Authentication and rate limiting, GET /api/tasks/:id and /api/auth/verify on ${DATABASE.DATABASE_URL ? "PostgreSQL (rate limits in the database)" : "SQLite (rate limits in memory)"} (${config.rounds} rounds × ${config.duration} s, ${config.connections} connections, ${WRK === null ? "autocannon" : "wrk"})`,
       "",
-      "| variant                        |   req/s | p50 ms | p99 ms | cpu µs | +cpu µs | req/s ÷ baseline (rounds) | non2xx |",
-      "|--------------------------------|--------:|-------:|-------:|-------:|--------:|---------------------------|-------:|",
+      "| variant                        |   req/s | p50 ms | p99 ms | cpu µs | +cpu µs | req/s ÷ baseline (rounds) | other |",
+      "|--------------------------------|--------:|-------:|-------:|-------:|--------:|---------------------------|------:|",
       ...summary.map(line),
       "",
-      `cpu µs: server CPU time per request (/proc); +cpu µs: over the pre-authenticated baseline.`,
+      `cpu µs: server CPU time per request (/proc); +cpu µs: over the pre-authenticated baseline; other: answers whose status was not the variant's (200, or the refusal's 401 or 429).`,
       `In-memory limiter: ${micro.store_hit_ns} ns per store hit, ${micro.limiter_consume_run_sync_ns} ns per RateLimiter.consume (Effect.runSync included).`
     ].join("\n")
   )
@@ -401,7 +434,7 @@ const main = async () => {
     `${JSON.stringify({ config, store, loadgen: WRK ?? "autocannon", summary, micro }, null, 2)}\n`
   )
   log(`results written to ${config.out}`)
-  for (const s of [real, fixed, authOnly]) s.child.kill("SIGTERM")
+  for (const s of [real, limited, fixed, authOnly]) s.child.kill("SIGTERM")
   await sleep(500)
 }
 
