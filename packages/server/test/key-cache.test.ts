@@ -18,7 +18,8 @@ const cli = join(__dirname, "..", "..", "cli", "dist", "main.js")
 describe.each<TestStore>(["sqlite-file", "postgres"])("the key cache on %s", (store) => {
   let s: TestServer
   beforeAll(async () => {
-    s = await startTestServer({ store })
+    // Token requests and refusals spend the anonymous budget (10 a minute by default).
+    s = await startTestServer({ store, env: { TASKWRIGHT_RATE_LIMIT_ANONYMOUS: "1000" } })
   })
   afterAll(async () => {
     await s.close()
@@ -58,6 +59,43 @@ describe.each<TestStore>(["sqlite-file", "postgres"])("the key cache on %s", (st
     // SQLite: the file's data_version is read at most every 5 ms; PostgreSQL: the announcement
     // arrives as a NOTIFY a moment after the CLI's commit.
     expect(await soon(() => status(key.secret))).toBe(401)
+  })
+
+  /** An access token made from `secret`, used twice (so it is remembered with its key). */
+  const rememberedToken = async (secret: string) => {
+    const made = await s.request<{ access_token: string }>("POST", "/api/auth/token", { body: { api_key: secret } })
+    expect(made.status).toBe(200)
+    expect(await status(made.body.access_token)).toBe(200)
+    expect(await status(made.body.access_token)).toBe(200)
+    return made.body.access_token
+  }
+
+  it("refuses a remembered access token on the very next request after its key is revoked or rotated", async () => {
+    const revokedKey = await keyOf()
+    const revokedToken = await rememberedToken(revokedKey.secret)
+    // Another key's token, remembered too, is not affected.
+    const other = await keyOf()
+    const otherToken = await rememberedToken(other.secret)
+    expect((await s.request("DELETE", `/api/keys/${revokedKey.id}`, { key: s.adminKey })).status).toBe(200)
+    expect(await status(revokedToken)).toBe(401)
+    expect(await status(otherToken)).toBe(200)
+
+    const rotatedKey = await keyOf()
+    const rotatedToken = await rememberedToken(rotatedKey.secret)
+    const rotated = await s.request<{ secret: string }>("POST", `/api/keys/${rotatedKey.id}/rotate`, {
+      key: s.adminKey
+    })
+    expect(rotated.status).toBe(200)
+    expect(await status(rotatedToken)).toBe(401)
+    expect(await status(await rememberedToken(rotated.body.secret))).toBe(200)
+  })
+
+  it("refuses a remembered access token soon after the CLI revokes its key in another process", async () => {
+    const key = await keyOf()
+    const token = await rememberedToken(key.secret)
+    const env = { ...process.env, DATABASE_URL: store === "postgres" ? s.databaseUrl : "" }
+    await run("node", [cli, "keys", "revoke", key.id, "--data-dir", s.dataDir], { env })
+    expect(await soon(() => status(token))).toBe(401)
   })
 
   it("refuses a session cookie at once after a logout here, and soon after a logout on another server", async () => {
