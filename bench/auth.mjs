@@ -441,4 +441,6 @@ const main = async () => {
 main().catch((e) => {
   console.error(e)
   process.exitCode = 1
+  // The servers' pipes would keep this process alive, and the servers with it.
+  stopAll()
 })
