@@ -89,12 +89,11 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
     return {
       authenticate,
       /**
-       * The actor of a request carrying a remembered, valid API key or access token (the
-       * `Authorization` header) or session (the cookie, when there is no header), answered
-       * synchronously; `undefined` for anything else (a credential not remembered, revoked or
-       * expired): then {@link authenticateRequest} decides. A remembered key row matched the
-       * secret's SHA-256, and a remembered token was verified by its exact text, so the shape,
-       * checksum and signature checks (guards in front of the database) are not needed here.
+       * The actor of a request carrying a remembered, valid API key (the `Authorization` header) or
+       * session (the cookie, when there is no header), answered synchronously; `undefined` for
+       * anything else (an access token, a credential not remembered, revoked or expired): then
+       * {@link authenticateRequest} decides. A remembered row matched the secret's SHA-256, so the
+       * shape and checksum checks (a guard in front of the database) are not needed here.
        */
       authenticateNow: (request: RequestCredentials): Actor | undefined => {
         if (request.authorization === undefined) {
@@ -102,8 +101,7 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
           return session === undefined ? undefined : sessions.authenticateNow(session)
         }
         const token = bearerToken(request.authorization)
-        if (token === undefined) return undefined
-        if (!token.startsWith("twk_")) return tokens.verifyNow(token)
+        if (token === undefined || !token.startsWith("twk_")) return undefined
         const hash = hashSecret(token)
         return keyActor(users.cachedCredential(hash), hash)
       },

@@ -7,9 +7,6 @@
  * Not before the commit: until then a concurrent lookup still reads the old row and could remember
  * it after a clear made inside the transaction, so a revoked credential would keep working. A
  * lookup that raced with a change is not remembered (the generation check).
- *
- * The credential caches of one store forget together: a key's revocation also ends what the
- * access-token cache remembers of that key, and both are cleared by any credential change.
  */
 import { Effect } from "effect"
 import type { Store, StoreError } from "../store/Store.js"
@@ -25,12 +22,9 @@ export interface CredentialCache<Row> {
     hash: string,
     read: Effect.Effect<Row | undefined, StoreError>
   ) => Effect.Effect<Row | undefined, StoreError>
-  /** Runs a change to credentials, then forgets every remembered row of this store's caches, here and elsewhere. */
+  /** Runs a change to credentials of this kind, then forgets every remembered row here and elsewhere. */
   readonly changing: <A>(change: Effect.Effect<A, StoreError>) => Effect.Effect<A, StoreError>
 }
-
-/** Each store's credential caches in this process, by their `forget`. */
-const cachesOfStore = new WeakMap<Store, Set<() => void>>()
 
 export const makeCredentialCache = <Row>(store: Store): CredentialCache<Row> => {
   const rows = new Map<string, Row>()
@@ -39,16 +33,6 @@ export const makeCredentialCache = <Row>(store: Store): CredentialCache<Row> => 
   const forget = () => {
     rows.clear()
     generation++
-  }
-  let group = cachesOfStore.get(store)
-  if (group === undefined) {
-    group = new Set()
-    cachesOfStore.set(store, group)
-  }
-  group.add(forget)
-  const siblings = group
-  const forgetAll = () => {
-    for (const f of siblings) f()
   }
   const cached = (hash: string): Row | undefined => {
     const epoch = store.changes.epoch()
@@ -71,6 +55,6 @@ export const makeCredentialCache = <Row>(store: Store): CredentialCache<Row> => 
         })
       }),
     changing: (change) =>
-      change.pipe(Effect.tap(() => Effect.zipRight(store.afterCommit(forgetAll), store.changes.announce)))
+      change.pipe(Effect.tap(() => Effect.zipRight(store.afterCommit(forget), store.changes.announce)))
   }
 }
