@@ -18,9 +18,9 @@
  * on a second real server whose budgets are one request a minute (429), an API key past its
  * budget, no credential, a forged token and an unknown session cookie past the address's budget.
  *
- * Reported per variant and round: requests/s, p50/p99 latency, non-2xx answers, and the server's
- * CPU time per request (from /proc), with ratios against the baseline. Rounds alternate the
- * variants. Also: the in-memory limiter's cost per call, measured in process.
+ * Reported per variant and round: requests/s, p50/p99 latency, answers whose status is not the
+ * variant's, and the server's CPU time per request (from /proc), with ratios against the
+ * baseline. Rounds alternate the variants. Also: the in-memory limiter's cost per call, measured in process.
  *
  * Knobs: BENCH_AUTH_ROUNDS (2), BENCH_AUTH_DURATION (s, 5), BENCH_AUTH_WARMUP (s, 1),
  * BENCH_AUTH_CONNECTIONS (50), BENCH_SKIP_BUILD=1, BENCH_AUTH_OUT (JSON results file),
