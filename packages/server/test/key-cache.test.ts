@@ -6,11 +6,12 @@
 import { execFile } from "node:child_process"
 import { join } from "node:path"
 import { promisify } from "node:util"
-import { settingsFromEnv } from "@taskwright/core"
+import { CREDENTIAL_FRESH_FOR_MS, settingsFromEnv, Users } from "@taskwright/core"
 import { serve } from "@taskwright/server"
 import { startTestServer, type TestServer, type TestStore } from "@taskwright/testing"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { cookie, createPasswordUser, login as loginAs } from "./auth-helpers.js"
+import { accessToken, cookie, createPasswordUser, exec, login as loginAs } from "./auth-helpers.js"
 
 const run = promisify(execFile)
 const cli = join(__dirname, "..", "..", "cli", "dist", "main.js")
@@ -127,6 +128,41 @@ describe.each<TestStore>(["sqlite-file", "postgres"])("the key cache on %s", (st
     }
     expect(await soon(() => me(there))).toBe(401)
   })
+
+  it("sees an admin demoted in SQL, outside the API, within CREDENTIAL_FRESH_FOR_MS on every kind of credential", async () => {
+    const boss = await createPasswordUser(s, { admin: true })
+    const bossKey = await s.server.run(
+      Effect.flatMap(Users, (users) =>
+        users.createKey({ userId: boss.id, name: "boss", scopes: ["admin"], expiresAt: null })
+      )
+    )
+    const credentials: Record<string, Record<string, string>> = {
+      "API key": { authorization: `Bearer ${bossKey.secret}` },
+      "access token": { authorization: `Bearer ${await accessToken(s, bossKey.secret)}` },
+      session: cookie(await loginAs(s, boss))
+    }
+    const scopesOf = async (headers: Record<string, string>) => {
+      const me = await s.request<{ scopes: ReadonlyArray<string> }>("GET", "/api/auth/me", { headers })
+      expect(me.status).toBe(200)
+      return me.body.scopes
+    }
+    // Each remembered: asked twice.
+    for (const headers of Object.values(credentials)) {
+      expect(await scopesOf(headers)).toContain("admin")
+      expect(await scopesOf(headers)).toContain("admin")
+    }
+    // Nothing is announced: no process of the service made this change.
+    await exec(s, `UPDATE users SET is_admin = ${store === "postgres" ? "false" : "0"} WHERE id = '${boss.id}'`)
+    const demotedAt = Date.now()
+    for (const [kind, headers] of Object.entries(credentials)) {
+      let scopes = await scopesOf(headers)
+      while (scopes.includes("admin") && Date.now() - demotedAt < CREDENTIAL_FRESH_FOR_MS + 2_000) {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        scopes = await scopesOf(headers)
+      }
+      expect({ kind, admin: scopes.includes("admin") }).toEqual({ kind, admin: false })
+    }
+  }, 20_000)
 })
 
 /** The answer once it is 401, or the last one after half a second of asking. */

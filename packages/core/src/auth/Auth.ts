@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import type { StoreError } from "../store/Store.js"
 import { type KeyCredentialRow, UsersRepo } from "../users/UsersRepo.js"
 import { AccessTokens } from "./AccessTokens.js"
+import { readingFresh } from "./CredentialCache.js"
 import { digestsEqual, hashSecret, isWellFormedApiKey } from "./Secrets.js"
 import { Sessions, sessionTokenFromCookie } from "./Sessions.js"
 
@@ -86,14 +87,25 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
       return bearer(token)
     }
 
+    /**
+     * Authenticates a request: the `Authorization` header when there is one (a cookie beside it
+     * is ignored), else the session cookie.
+     */
+    const authenticateRequest = (request: RequestCredentials): Effect.Effect<Actor, Unauthorized | StoreError> => {
+      if (request.authorization !== undefined) return authenticate(request.authorization)
+      const session = sessionTokenFromCookie(request.cookie)
+      return session === undefined ? Effect.fail(missing) : sessions.authenticate(session)
+    }
+
     return {
       authenticate,
       /**
-       * The actor of a request carrying a remembered, valid API key (the `Authorization` header) or
-       * session (the cookie, when there is no header), answered synchronously; `undefined` for
-       * anything else (an access token, a credential not remembered, revoked or expired): then
-       * {@link authenticateRequest} decides. A remembered row matched the secret's SHA-256, so the
-       * shape and checksum checks (a guard in front of the database) are not needed here.
+       * The actor of a request carrying a remembered, valid API key or access token (the
+       * `Authorization` header) or session (the cookie, when there is no header), answered
+       * synchronously; `undefined` for anything else (a credential not remembered, revoked or
+       * expired): then {@link authenticateRequest} decides. A remembered key row matched the
+       * secret's SHA-256, and a remembered token was verified by its exact text, so the shape,
+       * checksum and signature checks (guards in front of the database) are not needed here.
        */
       authenticateNow: (request: RequestCredentials): Actor | undefined => {
         if (request.authorization === undefined) {
@@ -101,19 +113,18 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
           return session === undefined ? undefined : sessions.authenticateNow(session)
         }
         const token = bearerToken(request.authorization)
-        if (token === undefined || !token.startsWith("twk_")) return undefined
+        if (token === undefined) return undefined
+        if (!token.startsWith("twk_")) return tokens.verifyNow(token)
         const hash = hashSecret(token)
         return keyActor(users.cachedCredential(hash), hash)
       },
+      authenticateRequest,
       /**
-       * Authenticates a request: the `Authorization` header when there is one (a cookie beside it
-       * is ignored), else the session cookie.
+       * {@link authenticateRequest} from the stored rows, nothing remembered: for a check that must
+       * see a change made outside the service at once (an event socket's periodic one). Remembered
+       * rows answer for a few seconds after such a change (`FRESH_FOR_MS`).
        */
-      authenticateRequest: (request: RequestCredentials): Effect.Effect<Actor, Unauthorized | StoreError> => {
-        if (request.authorization !== undefined) return authenticate(request.authorization)
-        const session = sessionTokenFromCookie(request.cookie)
-        return session === undefined ? Effect.fail(missing) : sessions.authenticate(session)
-      },
+      reauthenticate: (request: RequestCredentials) => readingFresh(authenticateRequest(request)),
       /** Exchanges an API key (never a token or a session) for an access token carrying the key's scopes. */
       issueToken: Effect.fn("Auth.issueToken")(function* (body: unknown) {
         const input = yield* decodeToken(body)

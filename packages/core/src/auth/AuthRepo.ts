@@ -65,6 +65,9 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("@taskwright/core/AuthR
   effect: Effect.gen(function* () {
     const store = yield* StoreTag
     const sessions = makeCredentialCache<SessionCredentialRow>(store)
+    // An access token's key, by the token's jti: forgotten with every credential change (a
+    // revocation or rotation among them), so a token ends with its key at once.
+    const tokenKeys = makeCredentialCache<TokenKeyRow>(store)
     return {
       insertSession: (row: SessionRow & { readonly token_hash: string }) =>
         store.run(q.insertSession, [row.id, row.user_id, row.token_hash, row.created_at, row.expires_at]),
@@ -77,8 +80,10 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("@taskwright/core/AuthR
       deleteSession: (id: string) => sessions.changing(store.run(q.deleteSession, [id])),
       pruneSessions: (now: string) => store.run(q.pruneSessions, [now]),
       insertToken: (jti: string, keyId: string, expiresAt: string) => store.run(q.insertToken, [jti, keyId, expiresAt]),
-      tokenKey: (jti: string) => store.get(q.tokenKey, [jti]),
-      deleteKeyTokens: (keyId: string) => store.run(q.deleteKeyTokens, [keyId]),
+      tokenKey: (jti: string) => tokenKeys.lookup(jti, store.get(q.tokenKey, [jti])),
+      /** The remembered key of a token's jti, if any: synchronous, for the request fast path. */
+      cachedTokenKey: tokenKeys.cached,
+      deleteKeyTokens: (keyId: string) => tokenKeys.changing(store.run(q.deleteKeyTokens, [keyId])),
       pruneTokens: (now: string) => store.run(q.pruneTokens, [now]),
       /** The stored value of `key`, writing `initial` first if there is none (the first writer wins). */
       settingOrInit: (key: string, initial: () => string) =>

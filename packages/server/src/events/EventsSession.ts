@@ -187,12 +187,13 @@ export const makeEventsSessions = (runtime: Runtime.Runtime<EventsServices>) => 
     const shutdown = () => close(CLOSE.goingAway, "the service is shutting down")
     open.add(shutdown)
 
-    // The credential, checked again while the socket lives, and at the moment it expires.
-    // The user's rights as they are now (admin lost or regained), for a subscription not made yet.
+    // The credential, checked again while the socket lives (from the stored rows, so a change made
+    // in SQL counts too), and at the moment it expires. The user's rights as they are now (admin
+    // lost or regained), for a subscription not made yet.
     let current = admitted.actor
     const recheck = () => {
       runFork(
-        Effect.match(auth.authenticateRequest(admitted.credential), {
+        Effect.match(auth.reauthenticate(admitted.credential), {
           onFailure: (error) => {
             if (error._tag === "Unauthorized") close(CLOSE.credential, "the credential was revoked or has expired")
           },
