@@ -51,6 +51,10 @@ export const login = async (s: TestServer, user: PasswordUser, headers: Record<s
 export const exec = (s: TestServer, sql: string) =>
   s.server.run(Effect.flatMap(StoreTag, (store) => store.run(statement(`test:${sha256Hex(sql)}`, sql))))
 
+/** Takes a user's admin away straight in SQL, outside the service: nothing announces the change. */
+export const demoteInSql = (s: TestServer, userId: string) =>
+  exec(s, `UPDATE users SET is_admin = ${s.store === "postgres" ? "false" : "0"} WHERE id = '${userId}'`)
+
 export const cookie = (token: string) => ({ cookie: `service_session=${token}` })
 
 /** A fresh API key of `user` with the given scopes, through the HTTP API. */

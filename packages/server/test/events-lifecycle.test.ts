@@ -11,7 +11,7 @@ import { makeHttpFaces } from "@taskwright/server"
 import { startTestServer, type TestServer, testStores } from "@taskwright/testing"
 import { Effect, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { accessToken, createKey, decodeJwt, exec } from "./auth-helpers.js"
+import { accessToken, createKey, decodeJwt, demoteInSql, exec } from "./auth-helpers.js"
 import { connect, until, wsUrl } from "./events-helpers.js"
 
 describe.each(testStores())("the event socket over time, on %s", (store) => {
@@ -92,7 +92,7 @@ describe.each(testStores())("the event socket over time, on %s", (store) => {
     for (const credential of [bareToken, adminOnly.secret]) {
       expect((await s.request("GET", "/api/auth/me", { key: credential })).status).toBe(200)
     }
-    await exec(s, `UPDATE users SET is_admin = ${store === "postgres" ? "false" : "0"} WHERE id = '${boss.id}'`)
+    await demoteInSql(s, boss.id)
     const demotedAt = Date.now()
     // The credential is checked again every 5 s, from the stored rows (a change made in SQL is
     // announced to nobody). One whose only scope was admin holds nothing now.

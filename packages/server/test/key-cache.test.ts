@@ -11,7 +11,7 @@ import { serve } from "@taskwright/server"
 import { startTestServer, type TestServer, type TestStore } from "@taskwright/testing"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { accessToken, cookie, createPasswordUser, exec, login as loginAs } from "./auth-helpers.js"
+import { accessToken, cookie, createPasswordUser, demoteInSql, login as loginAs } from "./auth-helpers.js"
 
 const run = promisify(execFile)
 const cli = join(__dirname, "..", "..", "cli", "dist", "main.js")
@@ -152,7 +152,7 @@ describe.each<TestStore>(["sqlite-file", "postgres"])("the key cache on %s", (st
       expect(await scopesOf(headers)).toContain("admin")
     }
     // Nothing is announced: no process of the service made this change.
-    await exec(s, `UPDATE users SET is_admin = ${store === "postgres" ? "false" : "0"} WHERE id = '${boss.id}'`)
+    await demoteInSql(s, boss.id)
     const demotedAt = Date.now()
     for (const [kind, headers] of Object.entries(credentials)) {
       let scopes = await scopesOf(headers)
