@@ -16,7 +16,7 @@ export {
   defaultAuthSettings,
   type RateLimitStoreKind
 } from "./auth/AuthSettings.js"
-export { FRESH_FOR_MS as CREDENTIAL_FRESH_FOR_MS } from "./auth/CredentialCache.js"
+export { CREDENTIAL_FRESH_FOR_MS } from "./auth/CredentialCache.js"
 export { type Admission, Gate, type GateMode } from "./auth/Gate.js"
 export type { RequestInfo } from "./auth/RequestInfo.js"
 export { SESSION_COOKIE, SESSION_TTL_SECONDS, Sessions } from "./auth/Sessions.js"

@@ -122,7 +122,7 @@ export class Auth extends Effect.Service<Auth>()("@taskwright/core/Auth", {
       /**
        * {@link authenticateRequest} from the stored rows, nothing remembered: for a check that must
        * see a change made outside the service at once (an event socket's periodic one). Remembered
-       * rows answer for a few seconds after such a change (`FRESH_FOR_MS`).
+       * rows answer for a few seconds after such a change (`CREDENTIAL_FRESH_FOR_MS`, 5 s).
        */
       reauthenticate: (request: RequestCredentials) => readingFresh(authenticateRequest(request)),
       /** Exchanges an API key (never a token or a session) for an access token carrying the key's scopes. */

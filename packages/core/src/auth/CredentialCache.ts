@@ -10,8 +10,9 @@
  * working. A lookup that raced with a change is not remembered (the generation check).
  *
  * A change made outside the service (an operator demoting an admin or deleting a user in SQL) is
- * announced to nobody, so a row is trusted for {@link FRESH_FOR_MS} at most, and a check that must
- * see the stored row as it is now (an event socket's periodic one) reads it {@link readingFresh}.
+ * announced to nobody, so a row is trusted for {@link CREDENTIAL_FRESH_FOR_MS} at most, and a check
+ * that must see the stored row as it is now (an event socket's periodic one) reads it
+ * {@link readingFresh}.
  */
 import { Effect, FiberRef } from "effect"
 import type { Store, StoreError } from "../store/Store.js"
@@ -20,7 +21,7 @@ import type { Store, StoreError } from "../store/Store.js"
 const CAPACITY = 10_000
 
 /** How long a remembered row answers for the stored one: a change made in SQL counts within this. */
-export const FRESH_FOR_MS = 5_000
+export const CREDENTIAL_FRESH_FOR_MS = 5_000
 
 /** Set by {@link readingFresh}: lookups skip what is remembered (and remember what they read). */
 const freshReads = FiberRef.unsafeMake(false)
@@ -80,7 +81,7 @@ export const makeCredentialCache = <Row>(store: Store): CredentialCache<Row> => 
     }
     const remembered = rows.get(hash)
     if (remembered === undefined) return undefined
-    if (Date.now() - remembered.readAt < FRESH_FOR_MS) return remembered.row
+    if (Date.now() - remembered.readAt < CREDENTIAL_FRESH_FOR_MS) return remembered.row
     rows.delete(hash)
     return undefined
   }
