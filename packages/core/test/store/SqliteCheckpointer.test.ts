@@ -3,7 +3,7 @@
  * with `INSERT ... RETURNING` (which never triggered SQLite's own checkpoint: the log grew by
  * about 44 KB a task, without end), every row lands in the database, the worker thread stops
  * when writes stop and starts again with the next, it stops with the store, and it leaves a few
- * sparse writes in the log for a while.
+ * sparse writes in the log for a while, asleep meanwhile.
  */
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -250,6 +250,56 @@ describe("the checkpointing worker under sparse writes", () => {
           { leftInLog: true, copiedWithoutTheWhile: true, errors: [] }
         )
         assert.strictEqual((db.prepare("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n, 25)
+      }).pipe(Effect.ensuring(Effect.sync(() => db.close())))
+    },
+    30_000
+  )
+})
+
+/** This process's threads (Linux: /proc/self/task). */
+const threads = () => new Set(readdirSync("/proc/self/task"))
+
+/** How many times thread `tid` has gone to sleep and been woken (Linux: voluntary context switches). */
+const wakes = (tid: string) =>
+  Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(readFileSync(`/proc/self/task/${tid}/status`, "utf8"))?.[1])
+
+describe("the checkpointing worker between copies", () => {
+  it.live(
+    "sleeps: a write that leaves the log lazy does not wake it, nor does time (a worker that looked every 20 ms woke 50 times a second)",
+    () => {
+      const file = join(dir, "asleep.db")
+      const { db, insert } = openWriter(file)
+      const errors: Array<string> = []
+      return Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
+        const checkpointer = yield* Scope.extend(
+          checkpointInBackground(file, slot, (m) => errors.push(m), {
+            idleStopMs: 60_000,
+            busyWrites: 20,
+            lazyMs: 60_000
+          }),
+          scope
+        )
+        const before = threads()
+        insert.run("x")
+        checkpointer.wrote()
+        // The worker's thread, once it has loaded the driver and opened its connection.
+        yield* Effect.sleep("500 millis")
+        const started = [...threads()].filter((tid) => !before.has(tid))
+        const at = started.map(wakes)
+        for (let i = 0; i < 10; i++) {
+          insert.run("x")
+          checkpointer.wrote()
+          yield* Effect.sleep("100 millis")
+        }
+        const woken = started.map((tid, i) => wakes(tid) - (at[i] ?? 0))
+        yield* Scope.close(scope, Exit.void)
+        assert.strictEqual(started.length, 1, `threads started with the worker: ${started.join(", ")}`)
+        // A few for the sleep's first timed wait and the machine's noise; none per write or per tick.
+        assert.isAtMost(woken[0] ?? Number.NaN, 4, "wakes of the worker's thread in one second of lazy writes")
+        assert.deepStrictEqual(errors, [])
+        assert.strictEqual((db.prepare("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n, 11)
       }).pipe(Effect.ensuring(Effect.sync(() => db.close())))
     },
     30_000
