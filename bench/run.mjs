@@ -35,7 +35,16 @@ import {
   serverVersion
 } from "./lib/pg.mjs"
 import { cpuSeconds, freePort, killAll, memory, placeRequestThread, startServer, stopServer } from "./lib/proc.mjs"
-import { explainBlocks, largeTable, startupTable, summarise, summaryTable, throughputTables } from "./lib/report.mjs"
+import {
+  explainBlocks,
+  largeTable,
+  restartSummary,
+  restartTable,
+  startupTable,
+  summarise,
+  summaryTable,
+  throughputTables
+} from "./lib/report.mjs"
 import {
   BUILT_CLI,
   buildHash,
@@ -138,6 +147,8 @@ const readConfig = () => {
     largeTasks: num("BENCH_LARGE_TASKS", 1_000_000, { min: 1000, integer: true }),
     largeDurationS: num("BENCH_LARGE_DURATION", quick ? 3 : 6, { min: 1, integer: true }),
     largeWarmupS: num("BENCH_LARGE_WARMUP", quick ? 1 : 2, { min: 0, integer: true }),
+    // Start-up alone: this many alternating starts of each server after the main rounds (0: none).
+    starts: num("BENCH_STARTS", quick ? 0 : 5, { min: 0, integer: true }),
     servers: list("BENCH_SERVERS", ["A", "B", "C"]).map((s) => s.toUpperCase()),
     endpoints: list("BENCH_ENDPOINTS", Object.keys(ENDPOINTS)),
     loadgen: env.BENCH_LOADGEN || undefined,
@@ -321,11 +332,10 @@ const watchStatements = (ctx, database) => {
 }
 
 /**
- * The start of one server life: a fresh copy of the seed, the start (timed), idle RSS, the checks.
- * Answers the life: its record, and how to reach and end the server (`started` is null when it
- * did not start).
+ * A fresh copy of the seed for one server start: a file on SQLite, a database from the seed's
+ * template on PostgreSQL. Answers where it is and how to drop it.
  */
-const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) => {
+const freshCopy = async ({ def, seed, round, phase, ctx }) => {
   const pgStore = ctx.store === "pg"
   const dir = join(ctx.runDir, `${def.key}-${phase}-r${round}`)
   const database = runDb(def)
@@ -347,6 +357,17 @@ const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) =
       log(`  could not drop ${database}: ${e.message} (dropped again at exit)`)
     }
   }
+  return { dir, database, dropCopy }
+}
+
+/**
+ * The start of one server life: a fresh copy of the seed, the start (timed), idle RSS, the checks.
+ * Answers the life: its record, and how to reach and end the server (`started` is null when it
+ * did not start).
+ */
+const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) => {
+  const pgStore = ctx.store === "pg"
+  const { dir, database, dropCopy } = await freshCopy({ def, seed, round, phase, ctx })
   const logFile = join(WORK, "logs", `${def.key}-${pgStore ? "pg-" : ""}${phase}-${seed.name}-r${round}.log`)
   rmSync(logFile, { force: true })
   const port = await freePort()
@@ -644,6 +665,47 @@ const runRound = async (
   return { records: lives.map((l) => l.record), measurements }
 }
 
+/**
+ * Start-up on its own: `count` rounds in which each server is started on a fresh copy of the seed
+ * and stopped once it answers, in turn (A B C, then C B A, ...), so that each server's starts are
+ * spread over the same minutes as its peers'. A single start varies by ±80 ms here; the main
+ * rounds give one per round, and Taskwright's first is the build's first (it compiles the bundle
+ * and writes the code cache), so these starts, all after it, are the ones a restart sees.
+ * Answers one record per start.
+ */
+const measureStarts = async (defs, { seed, count, ctx }) => {
+  const starts = []
+  for (let round = 1; round <= count; round++) {
+    for (const def of round % 2 === 1 ? defs : [...defs].reverse()) {
+      const { dir, database, dropCopy } = await freshCopy({ def, seed, round, phase: "starts", ctx })
+      const port = await freePort()
+      const argv = def.argv(port, dir, database)
+      const record = { server: def.key, round, ...(def.key === "A" ? { codeCache: codeCacheState() } : {}) }
+      try {
+        // The copy's pages written back before the clock starts, as for a service's restart.
+        spawnSync("sync")
+        const started = await startServer({
+          command: argv[0],
+          args: argv.slice(1),
+          env: def.env(database),
+          cwd: ROOT,
+          logFile: join(WORK, "logs", `${def.key}-${ctx.store}-starts.log`),
+          port
+        })
+        record.startupMs = started.startupMs
+        record.stop = await stopServer(started)
+      } catch (e) {
+        record.error = e.message
+        log(`  ${def.name}: start ${round} failed: ${e.message}`)
+      } finally {
+        await dropCopy()
+      }
+      starts.push(record)
+    }
+  }
+  return starts
+}
+
 // ---------------------------------------------------------------------------------------------
 // Main
 
@@ -805,6 +867,16 @@ const runStore = async (store, base) => {
       })
     }
 
+    const restarts = []
+    if (config.starts > 0) {
+      log(`start-up: ${config.starts} alternating starts of each server`)
+      restarts.push(...(await measureStarts(active, { seed, count: config.starts, ctx })))
+      for (const def of active) {
+        const times = restarts.filter((r) => r.server === def.key && r.startupMs !== undefined)
+        log(`  ${def.name.padEnd(12)} ${times.map((r) => Math.round(r.startupMs)).join(" ")} ms`)
+      }
+    }
+
     const datasets = []
     if (config.large) {
       for (const shape of largeShapes(config)) {
@@ -943,6 +1015,14 @@ const runStore = async (store, base) => {
     md.push("### Start-up (spawn → first 200 from /api/health) and idle RSS")
     md.push("")
     md.push(startupTable(starts, NAMES))
+    if (restarts.length > 0) {
+      md.push("")
+      md.push(
+        `Then ${config.starts} starts of each server in turn (A B C, then C B A, ...), each on a fresh copy of the seed, stopped once it answered; Taskwright's from the code cache its first start wrote:`
+      )
+      md.push("")
+      md.push(restartTable(restarts, NAMES))
+    }
     if (large.length > 0) {
       md.push("")
       md.push(`### The list at scale: \`GET ${ENDPOINTS.list_tasks.label.slice(4)}\`, one client`)
@@ -1028,7 +1108,7 @@ const runStore = async (store, base) => {
       ),
       listSql: listSql(pgStore),
       taskwrightStatementsSeen: seenStatements,
-      summary: { main, large, startup: starts },
+      summary: { main, large, startup: starts, restarts: restartSummary(restarts, keys) },
       runs: records,
       measurements,
       markdown

@@ -246,6 +246,56 @@ export const startupTable = (starts, names) => {
   )
 }
 
+/** The middle value (the mean of the middle two for an even count); null for none. */
+const median = (xs) => {
+  const ys = finite(xs).sort((a, b) => a - b)
+  if (ys.length === 0) return null
+  const m = ys.length >> 1
+  return ys.length % 2 === 1 ? ys[m] : (ys[m - 1] + ys[m]) / 2
+}
+
+/** Per server: each start's time in ms (null where it failed), the median, and the fastest and slowest. */
+export const restartSummary = (restarts, keys) =>
+  Object.fromEntries(
+    keys.map((k) => {
+      const mine = restarts.filter((r) => r.server === k)
+      const times = finite(mine.map((r) => r.startupMs))
+      return [
+        k,
+        {
+          startsMs: mine.map((r) => r.startupMs ?? null),
+          medianMs: median(times),
+          minMs: times.length > 0 ? Math.min(...times) : null,
+          maxMs: times.length > 0 ? Math.max(...times) : null,
+          failed: mine.filter((r) => r.error !== undefined).length
+        }
+      ]
+    })
+  )
+
+/** The alternating starts: every start in order, the median, the range, and the median over Fastify's. */
+export const restartTable = (restarts, names) => {
+  const keys = Object.keys(names).filter((k) => restarts.some((r) => r.server === k))
+  const summary = restartSummary(restarts, keys)
+  const peer = summary.C?.medianMs ?? null
+  const rows = keys.map((k) => {
+    const s = summary[k]
+    return [
+      names[k],
+      restarts
+        .filter((r) => r.server === k)
+        .map((r) =>
+          r.startupMs === undefined ? "failed" : `${fmt.int(r.startupMs)}${r.codeCache === "cold" ? " (cold)" : ""}`
+        )
+        .join(" / "),
+      fmt.int(s.medianMs),
+      `${fmt.int(s.minMs)}–${fmt.int(s.maxMs)}`,
+      peer === null || s.medianMs === null ? "–" : fmt.ratio(s.medianMs / peer)
+    ]
+  })
+  return table(["server", "start-up ms per start", "median ms", "range ms", "median vs Fastify's"], rows)
+}
+
 const describeStop = (s) =>
   [
     s.killed ? "SIGKILLed" : null,
