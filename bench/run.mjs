@@ -627,6 +627,9 @@ const endLife = async (life) => {
   await life.dropCopy()
 }
 
+/** The servers in a round's order: A B C in odd rounds, C B A in even ones. */
+const inTurn = (defs, round) => (round % 2 === 1 ? defs : [...defs].reverse())
+
 /**
  * The servers of a round started side by side (each idle while the others start and are
  * measured), then every endpoint measured on each in turn, so that a server's figures for an
@@ -637,7 +640,7 @@ const runRound = async (
   defs,
   { seed, oracle, round, phase, endpoints, connections, secondsOf, sliceS, warmupS, checkLevel, ctx }
 ) => {
-  const order = round % 2 === 1 ? defs : [...defs].reverse()
+  const order = inTurn(defs, round)
   const lives = []
   const measurements = []
   try {
@@ -676,14 +679,14 @@ const runRound = async (
 const measureStarts = async (defs, { seed, count, ctx }) => {
   const starts = []
   for (let round = 1; round <= count; round++) {
-    for (const def of round % 2 === 1 ? defs : [...defs].reverse()) {
+    for (const def of inTurn(defs, round)) {
       const { dir, database, dropCopy } = await freshCopy({ def, seed, round, phase: "starts", ctx })
       const port = await freePort()
       const argv = def.argv(port, dir, database)
       const record = { server: def.key, round, ...(def.key === "A" ? { codeCache: codeCacheState() } : {}) }
       try {
         // The copy's pages written back before the clock starts, as for a service's restart.
-        spawnSync("sync")
+        writeBack()
         const started = await startServer({
           command: argv[0],
           args: argv.slice(1),
