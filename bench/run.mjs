@@ -684,8 +684,6 @@ const firstStartDef = (a) => ({
   env: (database) => ({ ...a.env(database), TASKWRIGHT_CODE_CACHE: join(WORK, `code-cache-first-${process.pid}`) })
 })
 const START_NAMES = { A: NAMES.A, A0: "A taskwright, first start", B: NAMES.B, C: NAMES.C }
-/** The start-up step's servers that were started, in the report's order. */
-const startedKeys = (starts) => Object.keys(START_NAMES).filter((k) => starts.some((r) => r.server === k))
 
 /**
  * Start-up on its own: `count` rounds in which each server is started on a fresh copy of the seed
@@ -697,8 +695,7 @@ const startedKeys = (starts) => Object.keys(START_NAMES).filter((k) => starts.so
  */
 const measureStarts = async (defs, { seed, count, ctx }) => {
   const starts = []
-  const a = defs.find((d) => d.key === "A")
-  const withFirst = a ? defs.flatMap((d) => (d.key === "A" ? [d, firstStartDef(d)] : [d])) : defs
+  const withFirst = defs.flatMap((d) => (d.key === "A" ? [d, firstStartDef(d)] : [d]))
   for (let round = 1; round <= count; round++) {
     for (const def of inTurn(withFirst, round)) {
       const { dir, database, dropCopy } = await freshCopy({ def, seed, round, phase: "starts", ctx })
@@ -707,7 +704,6 @@ const measureStarts = async (defs, { seed, count, ctx }) => {
       const env = def.env(database)
       const record = { server: def.key, round, ...(def.key === "A" ? { codeCache: codeCacheState() } : {}) }
       try {
-        if (def.key === "A0") rmSync(env.TASKWRIGHT_CODE_CACHE, { recursive: true, force: true })
         // The copy's pages written back before the clock starts, as for a service's restart.
         writeBack()
         const started = await startServer({
@@ -1135,7 +1131,7 @@ const runStore = async (store, base) => {
       ),
       listSql: listSql(pgStore),
       taskwrightStatementsSeen: seenStatements,
-      summary: { main, large, startup: starts, restarts: restartSummary(restarts, startedKeys(restarts)) },
+      summary: { main, large, startup: starts, restarts: restartSummary(restarts, START_NAMES) },
       runs: records,
       measurements,
       markdown

@@ -254,10 +254,16 @@ const median = (xs) => {
   return ys.length % 2 === 1 ? ys[m] : (ys[m - 1] + ys[m]) / 2
 }
 
-/** Per server: each start's time in ms (null where it failed), the median, and the fastest and slowest. */
-export const restartSummary = (restarts, keys) =>
+/** The servers of `names` that were started, in the order of `names`. */
+const startedKeys = (restarts, names) => Object.keys(names).filter((k) => restarts.some((r) => r.server === k))
+
+/**
+ * Per server of `names` that was started: each start's time in ms (null where it failed), the
+ * median, and the fastest and slowest.
+ */
+export const restartSummary = (restarts, names) =>
   Object.fromEntries(
-    keys.map((k) => {
+    startedKeys(restarts, names).map((k) => {
       const mine = restarts.filter((r) => r.server === k)
       const times = finite(mine.map((r) => r.startupMs))
       return [
@@ -275,10 +281,9 @@ export const restartSummary = (restarts, keys) =>
 
 /** The alternating starts: every start in order, the median, the range, and the median over Fastify's. */
 export const restartTable = (restarts, names) => {
-  const keys = Object.keys(names).filter((k) => restarts.some((r) => r.server === k))
-  const summary = restartSummary(restarts, keys)
+  const summary = restartSummary(restarts, names)
   const peer = summary.C?.medianMs ?? null
-  const rows = keys.map((k) => {
+  const rows = Object.keys(summary).map((k) => {
     const s = summary[k]
     return [
       names[k],
