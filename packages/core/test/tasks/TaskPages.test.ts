@@ -2,8 +2,8 @@
  * A page of tasks on the real stores, for every filter a list can carry, against the stored rows
  * read back in order. On PostgreSQL the pages of the default size and the board's have statements
  * of their own with the size in the text (so that PostgreSQL may keep one plan for them): those
- * must answer exactly what the parameterized page answers, and PostgreSQL must in fact keep the
- * first page's plan.
+ * must answer exactly what the parameterized page answers, and PostgreSQL must in fact keep their
+ * plans, a later page's included on a store where one owner holds most of the tasks.
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -177,42 +177,51 @@ describe.each(storeKinds)("a page of tasks on %s", (kind) => {
     }
   )
 
-  it.runIf(kind === "postgres")("PostgreSQL keeps one plan for a first page of the common sizes", async () => {
-    const owner = owners[0] ?? ""
-    const forms: ReadonlyArray<TaskFilter> = [
-      { ownerId: owner, status: "todo", priority: undefined, projectId: undefined },
-      { ownerId: owner, status: undefined, priority: undefined, projectId: undefined },
-      { ownerId: null, status: undefined, priority: "high", projectId: undefined }
-    ]
-    for (const filter of forms) {
-      for (let i = 0; i < 10; i++) {
-        await run(Effect.flatMap(TasksRepo, (repo) => repo.page(filter, 50, 0)))
-        await run(Effect.flatMap(TasksRepo, (repo) => repo.page(filter, 200, 0)))
-        await run(Effect.flatMap(TasksRepo, (repo) => repo.page(filter, 50, 100)))
+  it.runIf(kind === "postgres")(
+    "PostgreSQL keeps one plan for a page of the common sizes, first or later",
+    async () => {
+      // The small owner (a seventh of the tasks) on analysed tables: a plan made for its values looks
+      // cheaper than the generic one, which is costed for an average owner.
+      await run(Effect.flatMap(StoreTag, (store: Store) => store.run(statement("test.analyze", "ANALYZE"), [])))
+      const owner = owners[1] ?? ""
+      const forms: ReadonlyArray<TaskFilter> = [
+        { ownerId: owner, status: "todo", priority: undefined, projectId: undefined },
+        { ownerId: owner, status: undefined, priority: undefined, projectId: undefined },
+        { ownerId: null, status: undefined, priority: "high", projectId: undefined }
+      ]
+      for (const filter of forms) {
+        for (let i = 0; i < 10; i++) {
+          await run(Effect.flatMap(TasksRepo, (repo) => repo.page(filter, 50, 0)))
+          await run(Effect.flatMap(TasksRepo, (repo) => repo.page(filter, 200, 0)))
+          await run(Effect.flatMap(TasksRepo, (repo) => repo.page(filter, 50, 10)))
+        }
       }
-    }
-    const plans = await run(
-      Effect.flatMap(StoreTag, (store: Store) =>
-        store.all(
-          statement<{ name: string; generic_plans: number; custom_plans: number }>(
-            "test.plans",
-            "-- PostgreSQL only",
-            "SELECT name, generic_plans::int AS generic_plans, custom_plans::int AS custom_plans FROM pg_prepared_statements WHERE name LIKE 'tasks.listWithTotal.%' ORDER BY name"
+      const plans = await run(
+        Effect.flatMap(StoreTag, (store: Store) =>
+          store.all(
+            statement<{ name: string; generic_plans: number; custom_plans: number }>(
+              "test.plans",
+              "-- PostgreSQL only",
+              "SELECT name, generic_plans::int AS generic_plans, custom_plans::int AS custom_plans FROM pg_prepared_statements WHERE name LIKE 'tasks.listWithTotal.%' ORDER BY name"
+            )
           )
         )
       )
-    )
-    const byName = new Map(plans.map((p) => [p.name, p]))
-    for (const key of ["os", "o", "p"]) {
-      for (const size of [50, 200]) {
-        const first = byName.get(`tasks.listWithTotal.${key}.first${size}`)
-        expect(first, `${key} first ${size}`).toBeDefined()
-        // Five plans made for the values, then the generic one kept.
-        expect(first?.generic_plans, `${key} first ${size}`).toBeGreaterThanOrEqual(5)
+      const byName = new Map(plans.map((p) => [p.name, p]))
+      for (const key of ["os", "o", "p"]) {
+        for (const size of [50, 200]) {
+          const first = byName.get(`tasks.listWithTotal.${key}.first${size}`)
+          expect(first, `${key} first ${size}`).toBeDefined()
+          // Five plans made for the values, then the generic one kept.
+          expect(first?.custom_plans, `${key} first ${size}`).toBe(5)
+          expect(first?.generic_plans, `${key} first ${size}`).toBeGreaterThanOrEqual(5)
+        }
+        // A later page too, however the owners' tasks are spread: five custom plans, then the generic.
+        const later = byName.get(`tasks.listWithTotal.${key}.sized50`)
+        expect(later, `${key} later`).toBeDefined()
+        expect(later?.custom_plans, `${key} later`).toBe(5)
+        expect(later?.generic_plans, `${key} later`).toBeGreaterThanOrEqual(5)
       }
-      // A later page has its own statement; whether its plan is kept is the planner's call.
-      const later = byName.get(`tasks.listWithTotal.${key}.sized50`)
-      expect((later?.generic_plans ?? 0) + (later?.custom_plans ?? 0), `${key} later`).toBeGreaterThanOrEqual(10)
     }
-  })
+  )
 })
