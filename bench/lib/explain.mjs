@@ -31,11 +31,13 @@ const LIST_FROM_PG = `FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks WHER
 export const LIST_SQL_PG = `SELECT (SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = $1 AND status = $2) AS total, ${LIST_COLUMNS} ${LIST_FROM_PG}`
 /**
  * A first page of 50 (or 200), what the list at scale asks for, is its own statement in
- * Taskwright, its size written into the text (a later page's is `LIMIT 50 OFFSET $3`): PostgreSQL
- * then keeps one plan for it where it plans the form above again at every execution
- * (docs/serving.md). The peers run the form above.
+ * Taskwright, its size written into the text (a later page's is `LIMIT 50 OFFSET (SELECT
+ * $3::bigint)`) and its values read through subqueries the planner does not look into: PostgreSQL
+ * then keeps one plan for it where it plans the form above again at every execution, and the
+ * "custom" plan below is the generic one (docs/serving.md). The peers run the form above.
  */
-export const LIST_SQL_PG_FIRST = `SELECT (SELECT COALESCE(SUM(n), 0) AS total FROM task_counts WHERE owner_id = $1 AND status = $2) AS total, ${LIST_COLUMNS} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks WHERE owner_id = $1 AND status = $2 ORDER BY id DESC LIMIT 50)) ORDER BY id DESC`
+const HIDDEN_WHERE_PG = "WHERE owner_id = (SELECT $1::text) AND status = (SELECT $2::text)"
+export const LIST_SQL_PG_FIRST = `SELECT (SELECT COALESCE(SUM(n), 0) AS total FROM task_counts ${HIDDEN_WHERE_PG}) AS total, ${LIST_COLUMNS} FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks ${HIDDEN_WHERE_PG} ORDER BY id DESC LIMIT 50)) ORDER BY id DESC`
 /** Taskwright's statement of the list at scale (a first page of 50), per dialect. */
 export const listSql = (pg) => (pg ? LIST_SQL_PG_FIRST : LIST_SQL)
 export const LIST_PARAMS = [BENCH_USER_ID, "todo", 50, 0]
