@@ -258,10 +258,15 @@ const filterStatements = (f: TaskFilter) => {
     // ids are picked first, from the filter's own index alone (an index-only scan the planner
     // always prefers), then the rows are fetched by id; as an array, so a generic plan fetches
     // them by index too. SQLite picks the filter's index for the plain form by itself.
-    const pgPageFrom = toPgPlaceholders(
-      `FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${clause} ORDER BY id DESC LIMIT ? OFFSET ?)) ORDER BY id DESC`
-    )
-    const pgTotal = `(${toPgPlaceholders(count)}) AS total`
+    const pgPageFromOf = (where: string, bounds: string) =>
+      toPgPlaceholders(
+        `FROM tasks WHERE id = ANY (ARRAY(SELECT id FROM tasks${where} ORDER BY id DESC ${bounds})) ORDER BY id DESC`
+      )
+    const pgTotalOf = (where: string) => `(${toPgPlaceholders(countOf(where))}) AS total`
+    const pgPageFrom = pgPageFromOf(clause, "LIMIT ? OFFSET ?")
+    const pgTotal = pgTotalOf(clause)
+    // The sized pages' filter, its values out of the planner's sight (SIZES_IN_TEXT).
+    const hidden = clauseOf("(SELECT ?::text)")
     found = {
       page: statement<ListRow>(`tasks.list.${key}`, page, `SELECT ${columns} ${pgPageFrom}`),
       // SQLite: each of the page's tasks as the API's JSON, written by SQLite (the same text as the
@@ -287,14 +292,11 @@ const filterStatements = (f: TaskFilter) => {
       // planner's sight (SIZES_IN_TEXT).
       sizedPageWithTotal: new Map(
         (indexedExactly.has(key) ? SIZES_IN_TEXT : []).map((size) => {
-          const hidden = clauseOf("(SELECT ?::text)")
           const sized = (name: string, bounds: string) =>
             statement<PageRow>(
               `tasks.listWithTotal.${key}.${name}${size}`,
               "-- PostgreSQL only",
-              `SELECT (${toPgPlaceholders(countOf(hidden))}) AS total, ${columns} FROM tasks WHERE id = ANY (ARRAY(${toPgPlaceholders(
-                `SELECT id FROM tasks${hidden} ORDER BY id DESC ${bounds}`
-              )})) ORDER BY id DESC`
+              `SELECT ${pgTotalOf(hidden)}, ${columns} ${pgPageFromOf(hidden, bounds)}`
             )
           return [
             size,
