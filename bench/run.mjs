@@ -175,12 +175,14 @@ const WORK = join(ROOT, "bench/.work")
 const NAMES = { A: "A taskwright", B: "B floor", C: "C fastify" }
 /**
  * Taskwright's compiled-code cache (src/start.ts in the CLI), emptied when the bench starts: its
- * first start compiles the build and writes the cache, as a first start after an install does;
- * later starts read it. Each start records which it was.
+ * first start reads the build's cache (beside the bundle, written by `npm run build`), or compiles
+ * the bundle where there is none, and writes this cache, as a first start after a build does;
+ * later starts read it. Each start records which it was: warm, build or cold.
  */
 const CODE_CACHE = join(WORK, "code-cache")
-const codeCacheState = () =>
-  existsSync(CODE_CACHE) && readdirSync(CODE_CACHE).some((f) => f.endsWith(".v8")) ? "warm" : "cold"
+const BUILD_DIST = join(ROOT, "packages/cli/dist")
+const hasCache = (dir) => existsSync(dir) && readdirSync(dir).some((f) => f.startsWith("cli-") && f.endsWith(".v8"))
+const codeCacheState = () => (hasCache(CODE_CACHE) ? "warm" : hasCache(BUILD_DIST) ? "build" : "cold")
 /** How long a server is left untouched before its idle RSS is read. */
 const IDLE_SETTLE_MS = 12_000
 const STORE_NAMES = { sqlite: "SQLite", pg: "PostgreSQL" }
@@ -412,8 +414,8 @@ const startLife = async ({ def, seed, oracle, round, phase, checkLevel, ctx }) =
   record.startRssMiB = memory(started.pid)?.rssMiB ?? null
   // Idle: untouched for IDLE_SETTLE_MS, so V8's memory reducer (it runs some 8 s after allocation
   // stops, shrinking the young generation start-up grew) has had its turn, for every server alike.
-  // At every start of the main rounds: the first start of a new build compiles the whole bundle
-  // and writes the code cache (a cold start), which leaves more behind than the starts after it.
+  // At every start of the main rounds: the first start of a new build reads the build's code cache
+  // (or compiles the whole bundle, a cold start) and writes its own, which may leave more behind.
   if (phase === "main") {
     await sleep(IDLE_SETTLE_MS - 500)
     record.idleRssMiB = memory(started.pid)?.rssMiB ?? null
@@ -673,29 +675,41 @@ const runRound = async (
 }
 
 /**
- * Taskwright's first start after an install or a rebuild, as a server of its own in the start-up
- * step: each start with an empty code cache of its own, so it compiles the bundle as the build's
- * first start does. One first start per run is a single sample (±80 ms here); these give a median.
+ * Taskwright's first starts, as servers of their own in the start-up step. A0, the first start
+ * after `npm run build`: each with an empty code cache of its own, so it reads the build's cache
+ * as the build's first start does. Ac, a start with no cache at all (`TASKWRIGHT_CODE_CACHE=off`),
+ * so it compiles the bundle, as the first start after an install from a package does (the package
+ * ships no cache). One first start per run is a single sample (±80 ms here); these give a median.
  */
-const firstStartDef = (a) => ({
-  ...a,
-  key: "A0",
-  name: START_NAMES.A0,
-  env: (database) => ({ ...a.env(database), TASKWRIGHT_CODE_CACHE: join(WORK, `code-cache-first-${process.pid}`) })
-})
-const START_NAMES = { A: NAMES.A, A0: "A taskwright, first start", B: NAMES.B, C: NAMES.C }
+const firstStartDefs = (a) => [
+  {
+    ...a,
+    key: "A0",
+    name: START_NAMES.A0,
+    env: (database) => ({ ...a.env(database), TASKWRIGHT_CODE_CACHE: join(WORK, `code-cache-first-${process.pid}`) })
+  },
+  { ...a, key: "Ac", name: START_NAMES.Ac, env: (database) => ({ ...a.env(database), TASKWRIGHT_CODE_CACHE: "off" }) }
+]
+const START_NAMES = {
+  A: NAMES.A,
+  A0: "A taskwright, first start",
+  Ac: "A taskwright, no cache",
+  B: NAMES.B,
+  C: NAMES.C
+}
 
 /**
  * Start-up on its own: `count` rounds in which each server is started on a fresh copy of the seed
- * and stopped once it answers, in turn (A A0 B C, then C B A0 A, ...), so that each server's starts
- * are spread over the same minutes as its peers'. A single start varies by ±80 ms here; the main
- * rounds give one per round, and Taskwright's first is the build's first (it compiles the bundle
- * and writes the code cache), so A's starts here, all after it, are the ones a restart sees, and
- * A0's (each from an empty cache) the ones a first start sees. Answers one record per start.
+ * and stopped once it answers, in turn (A A0 Ac B C, then C B Ac A0 A, ...), so that each server's
+ * starts are spread over the same minutes as its peers'. A single start varies by ±80 ms here; the
+ * main rounds give one per round, and Taskwright's first is the build's first (it reads the build's
+ * cache and writes its own), so A's starts here, all after it, are the ones a restart sees, A0's
+ * (each from an empty cache of its own) the ones a first start after a build sees, and Ac's (no
+ * cache at all) those after an install from a package. Answers one record per start.
  */
 const measureStarts = async (defs, { seed, count, ctx }) => {
   const starts = []
-  const withFirst = defs.flatMap((d) => (d.key === "A" ? [d, firstStartDef(d)] : [d]))
+  const withFirst = defs.flatMap((d) => (d.key === "A" ? [d, ...firstStartDefs(d)] : [d]))
   for (let round = 1; round <= count; round++) {
     for (const def of inTurn(withFirst, round)) {
       const { dir, database, dropCopy } = await freshCopy({ def, seed, round, phase: "starts", ctx })
@@ -1041,7 +1055,7 @@ const runStore = async (store, base) => {
     if (restarts.length > 0) {
       md.push("")
       md.push(
-        `Then ${config.starts} starts of each server in turn (A A0 B C, then C B A0 A, ...), each on a fresh copy of the seed with its pages written back, stopped once it answered; Taskwright's (A) from the code cache its first start wrote, and as a first start (A0: each from an empty code cache, compiling the bundle as after an install or a rebuild):`
+        `Then ${config.starts} starts of each server in turn (A A0 Ac B C, then C B Ac A0 A, ...), each on a fresh copy of the seed with its pages written back, stopped once it answered; Taskwright's (A) from the code cache its first start wrote, as a first start after \`npm run build\` (A0: each from an empty code cache of its own, so from the build's), and with no cache at all (Ac: \`TASKWRIGHT_CODE_CACHE=off\`, compiling the bundle as the first start after an install from a package does):`
       )
       md.push("")
       md.push(restartTable(restarts, START_NAMES))

@@ -215,20 +215,21 @@ export const throughputTables = (summary, names, flags = {}, { db = false, wal =
   return parts.join("\n\n")
 }
 
+/** Which code cache a start of Taskwright's read, when not its own from an earlier start. */
+const cacheNote = (state) => (state === "cold" ? " (cold)" : state === "build" ? " (build's cache)" : "")
+
 export const startupTable = (starts, names) => {
   const rows = []
   for (const [server, list] of Object.entries(starts)) {
     if (list.length === 0) continue
     rows.push([
       names[server],
-      list
-        .map((s) => (s.error ? "failed" : `${fmt.int(s.startupMs)}${s.codeCache === "cold" ? " (cold)" : ""}`))
-        .join(" / "),
+      list.map((s) => (s.error ? "failed" : `${fmt.int(s.startupMs)}${cacheNote(s.codeCache)}`)).join(" / "),
       fmt.int(mean(list.map((s) => s.startupMs))),
       fmt.mib(mean(list.map((s) => s.startRssMiB))),
       list
         .filter((s) => s.idleRssMiB != null)
-        .map((s) => `${fmt.mib(s.idleRssMiB)}${s.codeCache === "cold" ? " (cold)" : ""}`)
+        .map((s) => `${fmt.mib(s.idleRssMiB)}${cacheNote(s.codeCache)}`)
         .join(" / ") || "–",
       list.map((s) => (s.stop ? (s.stop.clean ? "clean" : `UNCLEAN (${describeStop(s.stop)})`) : "–")).join(" / ")
     ])
@@ -289,9 +290,7 @@ export const restartTable = (restarts, names) => {
       names[k],
       restarts
         .filter((r) => r.server === k)
-        .map((r) =>
-          r.startupMs === undefined ? "failed" : `${fmt.int(r.startupMs)}${r.codeCache === "cold" ? " (cold)" : ""}`
-        )
+        .map((r) => (r.startupMs === undefined ? "failed" : `${fmt.int(r.startupMs)}${cacheNote(r.codeCache)}`))
         .join(" / "),
       fmt.int(s.medianMs),
       `${fmt.int(s.minMs)}–${fmt.int(s.maxMs)}`,

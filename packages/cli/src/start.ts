@@ -11,6 +11,11 @@
  * but of the bundle only its length). `TASKWRIGHT_CODE_CACHE=off` turns it off;
  * `TASKWRIGHT_CODE_CACHE=/some/dir` puts it elsewhere than `~/.cache/taskwright`. Where there are
  * no user ids to check (Windows) there is no cache.
+ *
+ * Until this user has a cache, the build's own is read: `npm run build` starts a server once and
+ * puts the cache it wrote beside the bundle (scripts/prime-code-cache.mjs), so the first start
+ * after a build does not compile either. That file is trusted as far as the bundle is: it must be
+ * owned by the bundle's owner and writable by nobody else, and it is opened without following links.
  */
 import { createHash, type Hash } from "node:crypto"
 import {
@@ -45,31 +50,35 @@ const WRITE_AFTER_MS = 2_000
 /** This process's user; undefined where there are no user ids to check (Windows), and so no cache. */
 const uid = process.getuid?.()
 
-/** Owned by this user and writable by no one else. */
-const trusted = (stats: { readonly uid: number; readonly mode: number }): boolean =>
-  stats.uid === uid && (stats.mode & 0o022) === 0
+/** Owned by `owner` and writable by no one else. */
+const ownedBy = (stats: { readonly uid: number; readonly mode: number }, owner: number | undefined): boolean =>
+  stats.uid === owner && (stats.mode & 0o022) === 0
 
-/** The cache directory, made if missing; undefined when turned off or not safe to use. */
+const setting = process.env.TASKWRIGHT_CODE_CACHE?.trim() ?? ""
+
+/** No cache read or written, this user's or the build's: turned off, or no user ids to check. */
+const cacheOff = uid === undefined || ["off", "0", "false", "no"].includes(setting.toLowerCase())
+
+/** This user's cache directory, made if missing; undefined when turned off or not safe to use. */
 const cacheDirectory = (): string | undefined => {
-  const setting = process.env.TASKWRIGHT_CODE_CACHE?.trim() ?? ""
-  if (uid === undefined || ["off", "0", "false", "no"].includes(setting.toLowerCase())) return undefined
+  if (cacheOff) return undefined
   const dir = setting !== "" ? setting : join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "taskwright")
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     const stats = lstatSync(dir)
-    return stats.isDirectory() && trusted(stats) ? dir : undefined
+    return stats.isDirectory() && ownedBy(stats, uid) ? dir : undefined
   } catch {
     return undefined
   }
 }
 
-/** The cache's bytes, when the file exists and this user alone can have written it. */
-const readCache = (file: string): Buffer | undefined => {
+/** The cache's bytes, when the file exists and `owner` alone can have written it. */
+const readCache = (file: string, owner: number | undefined): Buffer | undefined => {
   let fd: number | undefined
   try {
     fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW)
     const stats = fstatSync(fd)
-    if (!stats.isFile() || !trusted(stats) || stats.size > MAX_CACHE_BYTES) return undefined
+    if (!stats.isFile() || !ownedBy(stats, owner) || stats.size > MAX_CACHE_BYTES) return undefined
     return readFileSync(fd)
   } catch {
     return undefined
@@ -108,9 +117,10 @@ const PIECE_BYTES = 64 * 1024
  * threshold to twice that, so the compiler's allocations then came from the main heap, which a
  * start that compiled left 11 MiB larger for the life of the server.
  */
-const readBundle = (): { readonly source: string; readonly hash: string } => {
+const readBundle = (): { readonly source: string; readonly hash: string; readonly owner: number } => {
   const fd = openSync(bundle, constants.O_RDONLY)
   try {
+    const owner = fstatSync(fd).uid
     const piece = Buffer.allocUnsafeSlow(PIECE_BYTES)
     const hash = createHash("sha256")
     const decoder = new StringDecoder("utf8")
@@ -120,7 +130,7 @@ const readBundle = (): { readonly source: string; readonly hash: string } => {
       hash.update(bytes)
       source += decoder.write(bytes)
     }
-    return { source: source + decoder.end(), hash: tagOf(hash) }
+    return { source: source + decoder.end(), hash: tagOf(hash), owner }
   } finally {
     closeSync(fd)
   }
@@ -139,21 +149,23 @@ type Wrapper = (
  * A function, so that the source and the cache's bytes are garbage once V8 has them.
  */
 const compile = (): Wrapper => {
-  const { source, hash } = readBundle()
+  const { source, hash, owner } = readBundle()
   const dir = cacheDirectory()
   // cli-<bundle>-<node and its flags>.v8: a new build drops the old build's caches, not its own for other flags.
   const buildTag = `cli-${hash}-`
-  const file =
-    dir === undefined
-      ? undefined
-      : join(dir, `${buildTag}${digest(`${process.version} ${process.arch} ${process.execArgv.join(" ")}`)}.v8`)
-  const cachedData = file === undefined ? undefined : readCache(file)
+  const name = `${buildTag}${digest(`${process.version} ${process.arch} ${process.execArgv.join(" ")}`)}.v8`
+  const file = dir === undefined ? undefined : join(dir, name)
+  const userCache = file === undefined ? undefined : readCache(file, uid)
+  // The build's cache, under the same name beside the bundle, when this user has none yet.
+  const cachedData = userCache ?? (cacheOff ? undefined : readCache(join(dirname(bundle), name), owner))
   // CommonJS's wrapper, on the bundle's first line so that stack traces keep its line numbers.
   const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {
     filename: bundle,
     ...(cachedData === undefined ? {} : { cachedData })
   })
-  if (dir !== undefined && file !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
+  // Written after a start from the build's cache too: this user's then holds what this user's
+  // starts compile (the build's holds a server's on SQLite).
+  if (dir !== undefined && file !== undefined && (userCache === undefined || script.cachedDataRejected === true)) {
     let written = false
     const write = () => {
       if (written) return

@@ -195,3 +195,124 @@ describe("the code cache", () => {
     }
   })
 })
+
+/**
+ * The build's own cache (scripts/prime-code-cache.mjs), read beside the bundle until this user has
+ * one. Which cache a start ran is seen through a bundle of the same length that prints another
+ * version: V8 checks only a source's length, so a start that reads the variant's cache runs the
+ * variant's code. That is also why the file must be as trustworthy as the bundle itself.
+ */
+describe("the build's code cache", () => {
+  const packageDir = join(__dirname, "..")
+  let copy: string
+  let root: string
+  let genuineVersion: string
+  /** Where a start of the copy looks for the build's cache. */
+  let buildCache: string
+
+  /** `taskwright --version` of the copy (its own main.js and cli.cjs), with `env`. */
+  const copyVersion = async (env: Record<string, string>) => {
+    const { stdout } = await run(process.execPath, [join(copy, "main.js"), "--version"], {
+      env: { PATH: process.env.PATH ?? "", ...env }
+    })
+    return stdout.trim()
+  }
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), "tw-build-cache-"))
+    // Beside the package, so that the copy's bundle resolves its external modules as the build's does.
+    copy = await mkdtemp(join(packageDir, ".build-cache-test-"))
+    const genuine = await readFile(join(dist, "cli.cjs"), "utf8")
+    const variant = genuine.replace('version:"0.1.0"', 'version:"9.9.9"')
+    expect(variant).not.toBe(genuine)
+    expect(variant.length).toBe(genuine.length)
+    await writeFile(join(copy, "main.js"), await readFile(join(dist, "main.js")))
+    await writeFile(join(copy, "cli.cjs"), variant)
+    // The variant's cache, written at the exit of a command run from it.
+    const variantCaches = join(root, "variant")
+    expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: variantCaches })).toBe("9.9.9")
+    const { file } = await onlyCache(variantCaches)
+    await writeFile(join(copy, "cli.cjs"), genuine)
+    genuineVersion = await copyVersion({ TASKWRIGHT_CODE_CACHE: "off" })
+    expect(genuineVersion).toBe("0.1.0")
+    // Named as the build names its cache: the genuine bundle's hash, then Node's version and flags.
+    const bundleTag = createHash("sha256").update(genuine).digest("hex").slice(0, 24)
+    buildCache = join(copy, (file.split("/").pop() ?? "").replace(/^cli-[0-9a-f]{24}-/, `cli-${bundleTag}-`))
+    await writeFile(buildCache, await readFile(file), { mode: 0o644 })
+  })
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true })
+    await rm(copy, { recursive: true, force: true })
+  })
+
+  it("is written by `npm run build` beside the bundle: named by the build, owned as the bundle, 0644, and not packed", async () => {
+    const bundle = await readFile(join(dist, "cli.cjs"))
+    const buildTag = `cli-${createHash("sha256").update(bundle).digest("hex").slice(0, 24)}-`
+    const written = await onlyCache(dist)
+    expect(written.file).toContain(buildTag)
+    expect(written.stats.mode & 0o777).toBe(0o644)
+    expect(written.stats.uid).toBe((await stat(join(dist, "cli.cjs"))).uid)
+    expect(written.stats.size).toBeGreaterThan(500_000)
+    // Made for one Node version and its flags: most users' Node would ignore it, so it is not shipped.
+    const { stdout } = await run("npm", ["pack", "--dry-run", "--json"], { cwd: packageDir })
+    const [packed] = JSON.parse(stdout) as ReadonlyArray<{ readonly files: ReadonlyArray<{ readonly path: string }> }>
+    const paths = (packed?.files ?? []).map((f) => f.path)
+    expect(paths).toContain("dist/cli.cjs")
+    expect(paths.filter((p) => p.endsWith(".v8"))).toEqual([])
+  })
+
+  it("is read by a first start, which then writes this user's cache, and the next start reads this user's", async () => {
+    const mine = join(root, "first")
+    expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: mine })).toBe("9.9.9")
+    const written = await onlyCache(mine)
+    expect(written.stats.mode & 0o777).toBe(0o600)
+    // This user's cache comes first: with the build's replaced, a start still runs what it holds.
+    await writeFile(buildCache, Buffer.alloc(4096, 7), { mode: 0o644 })
+    try {
+      expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: mine })).toBe("9.9.9")
+      expect((await onlyCache(mine)).stats.ino).toBe(written.stats.ino)
+    } finally {
+      await rm(buildCache)
+      await writeFile(buildCache, await readFile(written.file), { mode: 0o644 })
+    }
+  })
+
+  it("is not read with the cache off, when others can write it, or behind a symbolic link", async () => {
+    expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: "off" })).toBe(genuineVersion)
+    const bytes = await readFile(buildCache)
+    try {
+      await chmod(buildCache, 0o664)
+      expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: join(root, "group-writable") })).toBe(genuineVersion)
+      await chmod(buildCache, 0o646)
+      expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: join(root, "world-writable") })).toBe(genuineVersion)
+      await rm(buildCache)
+      const elsewhere = join(root, "elsewhere.v8")
+      await writeFile(elsewhere, bytes, { mode: 0o644 })
+      await symlink(elsewhere, buildCache)
+      expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: join(root, "linked") })).toBe(genuineVersion)
+    } finally {
+      await rm(buildCache, { force: true })
+      await writeFile(buildCache, bytes, { mode: 0o644 })
+    }
+    // Put back as it was, it is read again.
+    expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: join(root, "again") })).toBe("9.9.9")
+  })
+
+  it.runIf(process.getuid?.() === 0)("is not read when another user than the bundle's owner owns it", async () => {
+    await chown(buildCache, 65534, 65534)
+    try {
+      expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: join(root, "foreign") })).toBe(genuineVersion)
+    } finally {
+      await chown(buildCache, 0, 0)
+    }
+    // And when the bundle is that user's too, it is theirs to vouch for.
+    await chown(join(copy, "cli.cjs"), 65534, 65534)
+    await chown(buildCache, 65534, 65534)
+    try {
+      expect(await copyVersion({ TASKWRIGHT_CODE_CACHE: join(root, "foreign-bundle") })).toBe("9.9.9")
+    } finally {
+      await chown(join(copy, "cli.cjs"), 0, 0)
+      await chown(buildCache, 0, 0)
+    }
+  })
+})

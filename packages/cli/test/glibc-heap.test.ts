@@ -32,7 +32,7 @@ describe.runIf(glibc)("glibc's main heap after a start that compiled the bundle"
   })
 
   it("is not left holding the compiler's memory", async () => {
-    // No code cache: every start compiles the whole bundle, as the first start of a build does.
+    // No code cache: every start compiles the whole bundle, as a first start from a package does.
     const server = startServe(join(root, "data"), {
       PATH: process.env.PATH ?? "",
       HOME: root,
