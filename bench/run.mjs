@@ -10,7 +10,7 @@
 import { spawnSync } from "node:child_process"
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import os from "node:os"
-import { join, relative } from "node:path"
+import { dirname, join, relative } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import Database from "better-sqlite3"
 import pg from "pg"
@@ -180,9 +180,9 @@ const NAMES = { A: "A taskwright", B: "B floor", C: "C fastify" }
  * later starts read it. Each start records which it was: warm, build or cold.
  */
 const CODE_CACHE = join(WORK, "code-cache")
-const BUILD_DIST = join(ROOT, "packages/cli/dist")
 const hasCache = (dir) => existsSync(dir) && readdirSync(dir).some((f) => f.startsWith("cli-") && f.endsWith(".v8"))
-const codeCacheState = () => (hasCache(CODE_CACHE) ? "warm" : hasCache(BUILD_DIST) ? "build" : "cold")
+/** The build's cache is looked for beside the bundle the bench runs (its private copy). */
+const codeCacheState = () => (hasCache(CODE_CACHE) ? "warm" : hasCache(dirname(CLI)) ? "build" : "cold")
 /** How long a server is left untouched before its idle RSS is read. */
 const IDLE_SETTLE_MS = 12_000
 const STORE_NAMES = { sqlite: "SQLite", pg: "PostgreSQL" }
@@ -1189,6 +1189,8 @@ const snapshotBuild = async () => {
   // The bytes read above, not the files now (a rebuild may have begun); the viewer is not needed to serve.
   writeFileSync(join(dir, "main.js"), build.entry)
   writeFileSync(join(dir, "cli.cjs"), build.bundle)
+  // The build's code cache as the build left it: read only when others cannot write it.
+  for (const { name, bytes } of build.caches) writeFileSync(join(dir, name), bytes, { mode: 0o644 })
   useCli(join(dir, "main.js"))
   return hash
 }

@@ -15,7 +15,7 @@
  */
 import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import Database from "better-sqlite3"
@@ -24,11 +24,21 @@ import { apiKeyChecksum } from "./servers/shared.mjs"
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 /** Where `npm run build` puts Taskwright's CLI: its entry, which runs the bundle beside it (`cli.cjs`). */
 export const BUILT_CLI = join(ROOT, "packages/cli/dist/main.js")
-/** A build's two files, the entry `main` and its bundle beside it, or null while one is missing. */
+/**
+ * A build's files, the entry `main` and its bundle beside it, or null while one is missing; with
+ * the build's code caches of that bundle (`npm run build` writes one beside it, named
+ * `cli-<the bundle's hash>-<Node's version and flags>.v8`), which a copy needs to start as the build does.
+ */
 export const readBuild = (main) => {
-  const bundle = join(dirname(main), "cli.cjs")
-  if (!existsSync(main) || !existsSync(bundle)) return null
-  return { entry: readFileSync(main), bundle: readFileSync(bundle) }
+  const dir = dirname(main)
+  const bundlePath = join(dir, "cli.cjs")
+  if (!existsSync(main) || !existsSync(bundlePath)) return null
+  const bundle = readFileSync(bundlePath)
+  const tag = `cli-${createHash("sha256").update(bundle).digest("hex").slice(0, 24)}-`
+  const caches = readdirSync(dir)
+    .filter((name) => name.startsWith(tag) && name.endsWith(".v8"))
+    .map((name) => ({ name, bytes: readFileSync(join(dir, name)) }))
+  return { entry: readFileSync(main), bundle, caches }
 }
 /** What identifies a build: both files' bytes. */
 export const buildHash = ({ entry, bundle }) =>
