@@ -12,7 +12,11 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { migrate } from "../../src/store/migrations.js"
-import { checkpointInBackground, fileDescriptorSlot } from "../../src/store/SqliteCheckpointer.js"
+import {
+  type CheckpointTiming,
+  checkpointInBackground,
+  fileDescriptorSlot
+} from "../../src/store/SqliteCheckpointer.js"
 import * as SqliteStore from "../../src/store/SqliteStore.js"
 import { StoreTag, statement } from "../../src/store/Store.js"
 import { until } from "../until.js"
@@ -152,27 +156,35 @@ const openWriter = (file: string) => {
   db.pragma("journal_mode = WAL")
   db.pragma("wal_autocheckpoint = 0")
   db.exec("CREATE TABLE t (x TEXT NOT NULL)")
-  return { db, insert: db.prepare("INSERT INTO t (x) VALUES (?)") }
+  const insert = db.prepare("INSERT INTO t (x) VALUES (?)")
+  const insertMany = db.transaction((n: number) => {
+    for (let i = 0; i < n; i++) insert.run("x".repeat(1000))
+  })
+  return { db, insert, insertMany }
 }
+
+/** A checkpointer on `file` in a scope of its own, which the test closes; its errors collected. */
+const startCheckpointer = (file: string, timing: CheckpointTiming) =>
+  Effect.gen(function* () {
+    const errors: Array<string> = []
+    const scope = yield* Scope.make()
+    const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
+    const checkpointer = yield* Scope.extend(
+      checkpointInBackground(file, slot, (m) => errors.push(m), timing),
+      scope
+    )
+    return { scope, checkpointer, errors }
+  })
 
 describe("the checkpointing worker when writes stop", () => {
   it.live(
     "stops after its idle time with the log copied, starts again with the next write, and the store's close waits for it",
     () => {
       const file = join(dir, "idle.db")
-      const { db, insert } = openWriter(file)
-      const insertMany = db.transaction((n: number) => {
-        for (let i = 0; i < n; i++) insert.run("x".repeat(1000))
-      })
-      const errors: Array<string> = []
+      const { db, insertMany } = openWriter(file)
       const waitFor = (what: string, ok: () => boolean) => Effect.promise(() => until(ok, 10_000, what))
       return Effect.gen(function* () {
-        const scope = yield* Scope.make()
-        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
-        const checkpointer = yield* Scope.extend(
-          checkpointInBackground(file, slot, (m) => errors.push(m), { idleStopMs: 300 }),
-          scope
-        )
+        const { scope, checkpointer, errors } = yield* startCheckpointer(file, { idleStopMs: 300 })
         const idleAtFirst = checkpointer.running()
         const before = statSync(file).size
         insertMany(500)
@@ -208,18 +220,9 @@ describe("the checkpointing worker's last checkpoint", () => {
     "empties the log's file when writes stop, so a burst's log does not stay on disk",
     () => {
       const file = join(dir, "emptied.db")
-      const { db, insert } = openWriter(file)
-      const insertMany = db.transaction((n: number) => {
-        for (let i = 0; i < n; i++) insert.run("x".repeat(1000))
-      })
-      const errors: Array<string> = []
+      const { db, insertMany } = openWriter(file)
       return Effect.gen(function* () {
-        const scope = yield* Scope.make()
-        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
-        const checkpointer = yield* Scope.extend(
-          checkpointInBackground(file, slot, (m) => errors.push(m), { idleStopMs: 300 }),
-          scope
-        )
+        const { scope, checkpointer, errors } = yield* startCheckpointer(file, { idleStopMs: 300 })
         insertMany(2000)
         checkpointer.wrote()
         const written = walSize(file)
@@ -242,19 +245,10 @@ describe("the checkpointing worker's last checkpoint", () => {
     "leaves the log alone, without waiting, while a reader is on it",
     () => {
       const file = join(dir, "read.db")
-      const { db, insert } = openWriter(file)
-      const insertMany = db.transaction((n: number) => {
-        for (let i = 0; i < n; i++) insert.run("x".repeat(1000))
-      })
+      const { db, insertMany } = openWriter(file)
       const reader = new Database(file, { readonly: true })
-      const errors: Array<string> = []
       return Effect.gen(function* () {
-        const scope = yield* Scope.make()
-        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
-        const checkpointer = yield* Scope.extend(
-          checkpointInBackground(file, slot, (m) => errors.push(m), { idleStopMs: 300 }),
-          scope
-        )
+        const { scope, checkpointer, errors } = yield* startCheckpointer(file, { idleStopMs: 300 })
         insertMany(500)
         // A read transaction whose snapshot is in the log: the log cannot start again under it.
         reader.prepare("BEGIN").run()
@@ -291,20 +285,14 @@ describe("the checkpointing worker under sparse writes", () => {
       const file = join(dir, "sparse.db")
       const { db, insert } = openWriter(file)
       const write = () => insert.run("x".repeat(4000))
-      const errors: Array<string> = []
       const size = () => statSync(file).size
       const waitFor = (what: string, ok: () => boolean) => Effect.promise(() => until(ok, 10_000, what))
       return Effect.gen(function* () {
-        const scope = yield* Scope.make()
-        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
-        const checkpointer = yield* Scope.extend(
-          checkpointInBackground(file, slot, (m) => errors.push(m), {
-            idleStopMs: 60_000,
-            busyWrites: 20,
-            lazyMs: 1500
-          }),
-          scope
-        )
+        const { scope, checkpointer, errors } = yield* startCheckpointer(file, {
+          idleStopMs: 60_000,
+          busyWrites: 20,
+          lazyMs: 1500
+        })
         const start = size()
         // A few writes: they stay in the log (a copied log would start again at the next write,
         // and SQLite syncs a new log's header before that write goes on).
@@ -351,18 +339,12 @@ describe("the checkpointing worker between copies", () => {
     () => {
       const file = join(dir, "asleep.db")
       const { db, insert } = openWriter(file)
-      const errors: Array<string> = []
       return Effect.gen(function* () {
-        const scope = yield* Scope.make()
-        const slot = yield* Scope.extend(fileDescriptorSlot(file), scope)
-        const checkpointer = yield* Scope.extend(
-          checkpointInBackground(file, slot, (m) => errors.push(m), {
-            idleStopMs: 60_000,
-            busyWrites: 20,
-            lazyMs: 60_000
-          }),
-          scope
-        )
+        const { scope, checkpointer, errors } = yield* startCheckpointer(file, {
+          idleStopMs: 60_000,
+          busyWrites: 20,
+          lazyMs: 60_000
+        })
         const before = threads()
         insert.run("x")
         checkpointer.wrote()
