@@ -39,7 +39,7 @@ export interface SqliteStoreConfig {
  * DELETE 10,099 against 9,817 (11.6 against 12.7 ms). Fewer pages waited on those fsyncs more often
  * (at 2,000 and 4,000 about 6,150 req/s); more pages leave more log on disk for a while.
  */
-export const LOG_PAGES = 40_000
+const LOG_PAGES = 40_000
 
 /** The size the log file is cut back to when it restarts; above {@link LOG_PAGES} pages of 4 KiB. */
 const LOG_SIZE_LIMIT = 192 * 1024 * 1024
