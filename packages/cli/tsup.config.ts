@@ -24,10 +24,12 @@ export default defineConfig([
     // The bundle's own location, where the source asks for `import.meta.url`.
     define: { "import.meta.url": "__taskwrightBundleUrl" },
     banner: { js: "const __taskwrightBundleUrl = require('node:url').pathToFileURL(__filename).href;" },
-    // @effect/cli's file-option parsers, never called here: 230 KB less to compile at every start.
+    // Stand-ins for code never called here: @effect/cli's file-option parsers (230 KB less to
+    // compile at every start) and fast-check, which Effect's Schema imports for arbitraries.
     esbuildOptions: (options) => {
-      const standIn = fileURLToPath(new URL("./src/unused-parsers.ts", import.meta.url))
-      options.alias = { yaml: standIn, toml: standIn, ini: standIn }
+      const parsers = fileURLToPath(new URL("./src/unused-parsers.ts", import.meta.url))
+      const fastCheck = fileURLToPath(new URL("./src/unused-fast-check.ts", import.meta.url))
+      options.alias = { yaml: parsers, toml: parsers, ini: parsers, "fast-check": fastCheck }
     },
     // pg's socket module, replaced by its Node branch: deciding whether this is a Cloudflare
     // Worker loaded Node's undici at every start on PostgreSQL (src/pg-node-stream.ts).

@@ -183,6 +183,12 @@ describe("taskwright CLI", () => {
     expect(server.child.exitCode === 0 || server.child.signalCode === "SIGTERM").toBe(true)
   })
 
+  it("leaves fast-check out of its bundle: Effect's Schema imports it, nothing here calls it", async () => {
+    const bundle = await readFile(join(dirname(bin), "cli.cjs"), "utf8")
+    expect(bundle).not.toContain("Property failed by returning false")
+    expect(bundle).not.toContain("pure-rand")
+  })
+
   it("serves from PostgreSQL through the bundle's Node-only socket module for pg, and writes there", async () => {
     // The bundle replaces pg's lib/stream.js, whose Cloudflare check loaded undici at every start.
     const bundle = await readFile(join(dirname(bin), "cli.cjs"), "utf8")
