@@ -332,8 +332,22 @@ const unsafeInput = (
  * unknown fields refused (a query's unknown parameters are ignored: caches and proxies add them).
  * Answers an Exit (an Effect already complete), so it costs no fiber, and a synchronous caller
  * can read it directly.
+ *
+ * Compiled at its first input, not where it is declared: modules declare theirs at load, and a
+ * server start compiled some twenty that most starts never call.
  */
-export const decoder = <A, I>(schema: Schema.Schema<A, I>, place: InputPlace) => {
+export const decoder = <A, I>(
+  schema: Schema.Schema<A, I>,
+  place: InputPlace
+): ((input: unknown) => Exit.Exit<A, BadRequest>) => {
+  let compiled: ((input: unknown) => Exit.Exit<A, BadRequest>) | undefined
+  return (input) => {
+    compiled ??= compileDecoder(schema, place)
+    return compiled(input)
+  }
+}
+
+const compileDecoder = <A, I>(schema: Schema.Schema<A, I>, place: InputPlace) => {
   const excess = place === "query" ? "ignore" : "error"
   const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: excess })
   // The valid input of a request decoded without Effect's issue bookkeeping; Effect decides the rest.
