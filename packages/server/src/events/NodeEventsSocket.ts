@@ -12,7 +12,7 @@ import { errorBody } from "@taskwright/api"
 import { defaultAuthSettings, errorWire, TaskwrightConfig } from "@taskwright/core"
 import { clientAddress, redactCredentials } from "@taskwright/core/internal"
 import { Context, Either, type Runtime } from "effect"
-import { WebSocketServer } from "ws"
+import type { WebSocketServer } from "ws"
 import { splitUrl } from "../FastServer.js"
 import { VERSION } from "../version.js"
 import { type EventsRequest, type EventsServices, makeEventsSessions, type Refusal } from "./EventsSession.js"
@@ -74,7 +74,14 @@ export const makeEventsUpgrade = (runtime: Runtime.Runtime<EventsServices>, opti
   const sessions = makeEventsSessions(runtime)
   const trustedHops = (Context.get(runtime.context, TaskwrightConfig).auth ?? defaultAuthSettings).trustProxy
   const prefix = options.prefix?.replace(/\/+$/, "")
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 })
+  // `ws` is loaded at the first upgrade, not at start: its module code ran at every start.
+  let wss: WebSocketServer | undefined
+  let loading: Promise<WebSocketServer> | undefined
+  const socketServer = () =>
+    (loading ??= import("ws").then(({ WebSocketServer }) => {
+      wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 })
+      return wss
+    }))
 
   const handle = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on("error", () => {})
@@ -99,47 +106,52 @@ export const makeEventsUpgrade = (runtime: Runtime.Runtime<EventsServices>, opti
         (req.socket as TLSSocket).encrypted === true ||
         (trustedHops > 0 && header("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https")
     }
-    void sessions.admit(request).then((decision) => {
-      if (Either.isLeft(decision)) return refuse(socket, decision.left)
-      wss.handleUpgrade(req, socket, head, (ws) => {
-        const session = sessions.start(
-          {
-            send: (text) => {
-              if (ws.bufferedAmount > maxBuffered) return false
-              ws.send(text)
-              return true
+    void sessions
+      .admit(request)
+      .then(async (decision) => {
+        if (Either.isLeft(decision)) return refuse(socket, decision.left)
+        const server = await socketServer()
+        server.handleUpgrade(req, socket, head, (ws) => {
+          const session = sessions.start(
+            {
+              send: (text) => {
+                if (ws.bufferedAmount > maxBuffered) return false
+                ws.send(text)
+                return true
+              },
+              close: (code, reason) => ws.close(code, reason)
             },
-            close: (code, reason) => ws.close(code, reason)
-          },
-          decision.right
-        )
-        let alive = true
-        ws.on("pong", () => {
-          alive = true
+            decision.right
+          )
+          let alive = true
+          ws.on("pong", () => {
+            alive = true
+          })
+          const ping = setInterval(() => {
+            if (!alive) return ws.terminate()
+            alive = false
+            ws.ping()
+          }, pingMs)
+          ping.unref()
+          ws.on("message", (data, binary) => {
+            if (!binary) session.message(data.toString())
+          })
+          ws.on("close", () => {
+            clearInterval(ping)
+            session.closed()
+          })
+          ws.on("error", () => ws.terminate())
         })
-        const ping = setInterval(() => {
-          if (!alive) return ws.terminate()
-          alive = false
-          ws.ping()
-        }, pingMs)
-        ping.unref()
-        ws.on("message", (data, binary) => {
-          if (!binary) session.message(data.toString())
-        })
-        ws.on("close", () => {
-          clearInterval(ping)
-          session.closed()
-        })
-        ws.on("error", () => ws.terminate())
       })
-    })
+      // Neither the gate nor loading `ws` should fail; if one does, the client is not left hanging.
+      .catch(() => socket.destroy())
   }
 
   return {
     handle,
     closeAll: () => {
       sessions.closeAll()
-      for (const client of wss.clients) client.terminate()
+      for (const client of wss?.clients ?? []) client.terminate()
     }
   }
 }
