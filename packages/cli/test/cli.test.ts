@@ -8,6 +8,7 @@ import { createPgDatabase } from "@taskwright/testing"
 import Database from "better-sqlite3"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import WebSocket from "ws"
 import { bin, inheritedEnv, startServe } from "./serve-helpers.js"
 
 const run = promisify(execFile)
@@ -181,6 +182,32 @@ describe("taskwright CLI", () => {
       await server.stop()
     }
     expect(server.child.exitCode === 0 || server.child.signalCode === "SIGTERM").toBe(true)
+  })
+
+  it("serves the live event socket from the bundle, whose ws loads at the first upgrade", async () => {
+    const server = startServe(join(dir, "events"), inheritedEnv(), [], ["--json"])
+    try {
+      const started = JSON.parse(await server.listening) as { url: string; admin_key_file: string }
+      const key = (await readFile(started.admin_key_file, "utf8")).trim()
+      const socket = new WebSocket(`${started.url.replace(/^http/, "ws")}/api/events`, {
+        headers: { authorization: `Bearer ${key}` }
+      })
+      const messages: Array<{ type?: string; data?: { title?: string } }> = []
+      socket.on("message", (data) => messages.push(JSON.parse(data.toString())))
+      await new Promise((resolve, reject) => socket.once("open", resolve).once("error", reject))
+      const created = await fetch(`${started.url}/api/tasks`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ title: "seen live" })
+      })
+      expect(created.status).toBe(201)
+      await expect
+        .poll(() => messages.find((m) => m.type === "task.created")?.data?.title, { timeout: 5_000 })
+        .toBe("seen live")
+      socket.close()
+    } finally {
+      await server.stop()
+    }
   })
 
   it("leaves fast-check out of its bundle: Effect's Schema imports it, nothing here calls it", async () => {
