@@ -216,6 +216,19 @@ describe("taskwright CLI", () => {
     expect(bundle).not.toContain("pure-rand")
   })
 
+  it("keeps only the Effect it uses: its modules imported one by one, not through the barrels esbuild cannot tree-shake", async () => {
+    const bundle = await readFile(join(dirname(bin), "cli.cjs"), "utf8")
+    // A namespace object per module imported through a barrel (`Stream_exports`), holding every export.
+    const namespaces = Array.from(bundle.matchAll(/\b(\w+)_exports=\{\}/g), ([, name = ""]) => name)
+    expect(
+      namespaces.filter((name) => /^(Effect|Stream|Schema|Option|Layer|HttpApi\w*|Command|Options)\d*$/.test(name))
+    ).toEqual([])
+    // Exports of modules the service uses that nothing here calls.
+    for (const unused of ["groupAdjacentBy", "zipLatestAll", "TemplateLiteralParser"])
+      expect(bundle).not.toContain(unused)
+    expect(bundle.length).toBeLessThan(1_800_000)
+  })
+
   it("serves from PostgreSQL through the bundle's Node-only socket module for pg, and writes there", async () => {
     // The bundle replaces pg's lib/stream.js, whose Cloudflare check loaded undici at every start.
     const bundle = await readFile(join(dirname(bin), "cli.cjs"), "utf8")
