@@ -1,9 +1,9 @@
 /**
  * The `taskwright` command's entry. It runs the bundle (`cli.cjs`, beside this file) through V8's
- * code cache: compiling the bundle's 2.2 MB and the functions its start-up calls took about 200 ms
- * of every start (half of a server's start-up, and most of a short command like `keys list`).
- * Node 22 does this itself (`module.enableCompileCache`); Node 20 does not, so this file does what
- * it does: the first start compiles and writes the cache, later starts read it.
+ * code cache: compiling the bundle (2.2 MB then, 1.6 now) and the functions its start-up calls
+ * took about 200 ms of every start (half of a server's start-up, and most of a short command like
+ * `keys list`). Node 22 does this itself (`module.enableCompileCache`); Node 20 does not, so this
+ * file does what it does: the first start compiles and writes the cache, later starts read it.
  *
  * A cache is code, so it is only read from a directory this user owns and nobody else can write,
  * from a file opened without following links that this user owns and nobody else can write, named
@@ -111,11 +111,11 @@ const digest = (text: string) => tagOf(createHash("sha256").update(text))
 const PIECE_BYTES = 64 * 1024
 
 /**
- * The bundle's text and its hash, read 64 KiB at a time. Read whole, its 2.2 MB took buffers of up
- * to 4 MB (a string grown by doubling) and 7 MB (the text encoded again to hash it), each mapped on
- * its own; glibc raises its mmap threshold to the size of the largest mapping it frees, and its trim
- * threshold to twice that, so the compiler's allocations then came from the main heap, which a
- * start that compiled left 11 MiB larger for the life of the server.
+ * The bundle's text and its hash, read 64 KiB at a time. Read whole, the 2.2 MB it then was took
+ * buffers of up to 4 MB (a string grown by doubling) and 7 MB (the text encoded again to hash it),
+ * each mapped on its own; glibc raises its mmap threshold to the size of the largest mapping it
+ * frees, and its trim threshold to twice that, so the compiler's allocations then came from the
+ * main heap, which a start that compiled left 11 MiB larger for the life of the server.
  */
 const readBundle = (): { readonly source: string; readonly hash: string; readonly owner: number } => {
   const fd = openSync(bundle, constants.O_RDONLY)
