@@ -13,6 +13,10 @@
  * the barrel names, at the paths the barrel's own directory gives: the very modules the barrel
  * would have loaded. Names the barrel exports otherwise (`pipe`) and type-only names keep their
  * import from the barrel. Effect's own modules import each other directly and are left alone.
+ *
+ * The maintained rewrites of this kind are Babel plugins (babel-plugin-transform-barrels) and lint
+ * rules for a project's own sources: none runs inside esbuild, and a lint rule cannot reach the
+ * libraries' code, whose barrel imports count as much as ours.
  */
 import { readFile } from "node:fs/promises"
 import { dirname, join } from "node:path"
