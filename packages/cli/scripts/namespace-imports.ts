@@ -64,7 +64,8 @@ export const namespaceImports = (): Plugin => ({
       const other = OTHER_IMPORT.exec(text)
       // Left as it is (the bundle is larger, not wrong); the warning says what to teach this plugin.
       const warnings = other === null ? [] : [{ text: `not rewritten, the whole namespace is bundled: ${other[0]}` }]
-      if (text.search(NAMED_IMPORT) === -1)
+      const matches = Array.from(text.matchAll(NAMED_IMPORT))
+      if (matches.length === 0)
         return warnings.length === 0 ? undefined : { contents: text, loader: loaderOf(args.path), warnings }
 
       const resolveDir = dirname(args.path)
@@ -85,9 +86,7 @@ export const namespaceImports = (): Plugin => ({
         // As many lines as the statement had, so that stack traces keep their line numbers.
         return imports.join(" ") + "\n".repeat(statement.split("\n").length - 1)
       }
-      const statements = await Promise.all(
-        Array.from(text.matchAll(NAMED_IMPORT), (m) => rewrite(m[0], m[1] ?? "", m[2] ?? ""))
-      )
+      const statements = await Promise.all(matches.map((m) => rewrite(m[0], m[1] ?? "", m[2] ?? "")))
       let index = 0
       const contents = text.replace(NAMED_IMPORT, () => statements[index++] ?? "")
       return { contents, loader: loaderOf(args.path), resolveDir, warnings }
