@@ -87,8 +87,14 @@ export const namespaceImports = (): Plugin => ({
         return imports.join(" ") + "\n".repeat(statement.split("\n").length - 1)
       }
       const statements = await Promise.all(matches.map((m) => rewrite(m[0], m[1] ?? "", m[2] ?? "")))
-      let index = 0
-      const contents = text.replace(NAMED_IMPORT, () => statements[index++] ?? "")
+      // Each statement put where its match was: the text is scanned once.
+      let contents = ""
+      let from = 0
+      matches.forEach((match, i) => {
+        contents += text.slice(from, match.index) + (statements[i] ?? "")
+        from = match.index + match[0].length
+      })
+      contents += text.slice(from)
       return { contents, loader: loaderOf(args.path), resolveDir, warnings }
     })
   }
