@@ -676,10 +676,11 @@ const runRound = async (
 
 /**
  * Taskwright's first starts, as servers of their own in the start-up step. A0, the first start
- * after `npm run build`: each with an empty code cache of its own, so it reads the build's cache
- * as the build's first start does. Ac, a start with no cache at all (`TASKWRIGHT_CODE_CACHE=off`),
- * so it compiles the bundle, as the first start after an install from a package does (the package
- * ships no cache). One first start per run is a single sample (±80 ms here); these give a median.
+ * after `npm run build` or an install: each with an empty code cache of its own, so it reads the
+ * cache beside the bundle, which the build and the package's `postinstall` both write. Ac, a start
+ * with no cache at all (`TASKWRIGHT_CODE_CACHE=off`), so it compiles the bundle, as the first start
+ * after an install that skipped the package's scripts does. One first start per run is a single
+ * sample (±80 ms here); these give a median.
  */
 const firstStartDefs = (a) => [
   {
@@ -1055,7 +1056,7 @@ const runStore = async (store, base) => {
     if (restarts.length > 0) {
       md.push("")
       md.push(
-        `Then ${config.starts} starts of each server in turn (A A0 Ac B C, then C B Ac A0 A, ...), each on a fresh copy of the seed with its pages written back, stopped once it answered; Taskwright's (A) from the code cache its first start wrote, as a first start after \`npm run build\` (A0: each from an empty code cache of its own, so from the build's), and with no cache at all (Ac: \`TASKWRIGHT_CODE_CACHE=off\`, compiling the bundle as the first start after an install from a package does):`
+        `Then ${config.starts} starts of each server in turn (A A0 Ac B C, then C B Ac A0 A, ...), each on a fresh copy of the seed with its pages written back, stopped once it answered; Taskwright's (A) from the code cache its first start wrote, as a first start after \`npm run build\` or an install (A0: each from an empty code cache of its own, so from the one the build or the package's \`postinstall\` wrote beside the bundle), and with no cache at all (Ac: \`TASKWRIGHT_CODE_CACHE=off\`, compiling the bundle as the first start after an install that skipped the package's scripts does):`
       )
       md.push("")
       md.push(restartTable(restarts, START_NAMES))

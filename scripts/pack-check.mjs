@@ -6,13 +6,25 @@
 //   declarations, and run each of them (the typed-client script against `taskwright serve` started
 //   from the installed CLI, the vitest suite with the installed vitest);
 // - check that `npm ls effect` finds one copy of effect;
+// - check the code cache the CLI's postinstall writes beside its bundle, there and in a global
+//   install done as the CLI's README says;
 // - check that a consumer installing only @taskwright/api has no better-sqlite3, pg or
 //   @node-rs/argon2 in its node_modules, and that its code compiles and runs there.
 //
 // Nothing there can reach the workspace's links or TypeScript sources. Run after `npm run build`
 // (and scripts/check-manifests.mjs). `--keep` leaves the directories for a look.
 import { execFile, spawn } from "node:child_process"
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -94,8 +106,9 @@ const install = async (dir, dependencies) => {
         private: true,
         type: "module",
         dependencies,
-        // better-sqlite3 builds its addon, esbuild (vitest's) checks its binary.
-        allowScripts: { "better-sqlite3": true, esbuild: true }
+        // better-sqlite3 builds its addon, esbuild (vitest's) checks its binary, taskwright writes
+        // its code cache.
+        allowScripts: { "better-sqlite3": true, esbuild: true, taskwright: true }
       },
       null,
       2
@@ -103,6 +116,20 @@ const install = async (dir, dependencies) => {
   )
   // Our packages depend on each other at 0.1.0, which only the tarballs provide.
   await run(dir, "npm", ["install", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error"])
+}
+
+/**
+ * The installed CLI's code cache (its postinstall, scripts/prime-code-cache.mjs): one file beside
+ * the bundle, owned as the bundle is and writable by its owner alone, or a first start compiles.
+ */
+const checkInstallCache = (cliDir) => {
+  const dist = join(cliDir, "dist")
+  const caches = readdirSync(dist).filter((name) => name.startsWith("cli-") && name.endsWith(".v8"))
+  if (caches.length !== 1) return fail(`expected one code cache in ${dist} after install, found ${caches.length}`)
+  const cache = statSync(join(dist, caches[0]))
+  if ((cache.mode & 0o777) !== 0o644 || cache.uid !== statSync(join(dist, "cli.cjs")).uid || cache.size < 500_000)
+    return fail(`the installed code cache ${caches[0]}: mode ${(cache.mode & 0o777).toString(8)}, ${cache.size} bytes`)
+  console.log(`  ${caches[0]}: ${cache.size} bytes, 0644`)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -141,6 +168,33 @@ for (const name of ["@effect/platform", "@effect/sql"]) {
 }
 if (readdirSync(join(consumer, "node_modules", "@taskwright")).some((name) => name.endsWith(".ts"))) {
   fail("TypeScript sources in node_modules/@taskwright")
+}
+
+step("the code cache the CLI's postinstall wrote beside its bundle")
+checkInstallCache(join(consumer, "node_modules", "taskwright"))
+
+step("npm install --global, as the CLI's README says")
+const globalPrefix = join(work, "global")
+{
+  // @taskwright/web is not on a registry yet: its tarball, installed beside the CLI, stands in. npm
+  // names a package installed from a file by its path in --allow-scripts, and one from the
+  // registry by its name, as the README has it.
+  const allowed = ["better-sqlite3", tarball.get("taskwright")].join(",")
+  const args = ["install", "--global", "--prefix", globalPrefix, `--allow-scripts=${allowed}`]
+  const { stderr } = await exec(
+    "npm",
+    [...args, "--no-audit", "--no-fund", tarball.get("@taskwright/web"), tarball.get("taskwright")],
+    {
+      cwd: work,
+      env: cleanEnv,
+      maxBuffer: 64 * 1024 * 1024,
+      timeout: 600_000
+    }
+  )
+  if (/allowScripts/.test(stderr)) fail(`the README's --allow-scripts leaves an install script out:\n${stderr}`)
+  checkInstallCache(join(globalPrefix, "lib", "node_modules", "taskwright"))
+  const printed = (await run(work, join(globalPrefix, "bin", "taskwright"), ["--version"])).trim()
+  if (printed !== "0.1.0") fail(`the global taskwright --version printed ${printed}`)
 }
 
 step("tsc --strict, skipLibCheck false, on the examples")

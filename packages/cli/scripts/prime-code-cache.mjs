@@ -4,14 +4,20 @@
  * puts that file beside the bundle under the same name, readable by all and writable by its owner
  * alone. The first start after `npm run build` then reads it instead of compiling the bundle.
  *
+ * The published package runs this file as its `postinstall` too: a cache is safe only under the
+ * exact Node version that wrote it, so the package cannot ship one, but the Node that installs it
+ * can write one, and the first start after an install then reads compiled code as a restart does.
+ * In a checkout that is not built yet (the workspace's own `npm install`) there is no bundle to
+ * start, and this does nothing.
+ *
  * The server gets an environment of its own (no DATABASE_URL, PORT or NODE_OPTIONS of the
  * builder's): it must not touch a real store, and a cache made under other Node flags than a
  * plain start's would be refused by V8 (the cache's name carries the flags, so it would only be
- * unused). A failure leaves the build as it was, without the file, and says so: a start then
- * compiles, as before.
+ * unused). A failure leaves the package as it was, without the file, and says so: a start then
+ * compiles, as before. It never fails an install.
  */
 import { spawn } from "node:child_process"
-import { chmodSync, copyFileSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs"
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -53,17 +59,19 @@ const prime = async (work) => {
   }
 }
 
-const work = mkdtempSync(join(tmpdir(), "taskwright-prime-"))
-try {
-  const name = await prime(work)
-  for (const old of cachesIn(dist)) rmSync(join(dist, old.name), { force: true })
-  const temporary = join(dist, `${name}.tmp`)
-  copyFileSync(join(work, "cache", name), temporary)
-  chmodSync(temporary, 0o644)
-  renameSync(temporary, join(dist, name))
-  console.log(`taskwright: the build's code cache written (dist/${name})`)
-} catch (error) {
-  console.warn(`taskwright: the build's code cache was not written (${error.message}); a first start will compile`)
-} finally {
-  rmSync(work, { recursive: true, force: true })
+if (existsSync(join(dist, "cli.cjs"))) {
+  const work = mkdtempSync(join(tmpdir(), "taskwright-prime-"))
+  try {
+    const name = await prime(work)
+    for (const old of cachesIn(dist)) rmSync(join(dist, old.name), { force: true })
+    const temporary = join(dist, `${name}.tmp`)
+    copyFileSync(join(work, "cache", name), temporary)
+    chmodSync(temporary, 0o644)
+    renameSync(temporary, join(dist, name))
+    console.log(`taskwright: code cache written (dist/${name})`)
+  } catch (error) {
+    console.warn(`taskwright: no code cache written (${error.message}); a first start will compile`)
+  } finally {
+    rmSync(work, { recursive: true, force: true })
+  }
 }

@@ -245,7 +245,7 @@ describe("the build's code cache", () => {
     await rm(copy, { recursive: true, force: true })
   })
 
-  it("is written by `npm run build` beside the bundle: named by the build, owned as the bundle, 0644, and not packed", async () => {
+  it("is written by `npm run build` beside the bundle: named by the build, owned as the bundle, 0644, and not packed: the install writes its own", async () => {
     const bundle = await readFile(join(dist, "cli.cjs"))
     const buildTag = `cli-${createHash("sha256").update(bundle).digest("hex").slice(0, 24)}-`
     const written = await onlyCache(dist)
@@ -259,6 +259,20 @@ describe("the build's code cache", () => {
     const paths = (packed?.files ?? []).map((f) => f.path)
     expect(paths).toContain("dist/cli.cjs")
     expect(paths.filter((p) => p.endsWith(".v8"))).toEqual([])
+    // The Node that installs the package writes one instead (scripts/pack-check.mjs installs it).
+    expect(paths).toContain("scripts/prime-code-cache.mjs")
+    const manifest = JSON.parse(await readFile(join(packageDir, "package.json"), "utf8"))
+    expect(manifest.scripts.postinstall).toBe("node scripts/prime-code-cache.mjs")
+  })
+
+  it("is not written, and the install not failed, where the package is not built yet (the workspace's npm install)", async () => {
+    const unbuilt = await mkdtemp(join(root, "unbuilt-"))
+    await mkdir(join(unbuilt, "scripts"))
+    const script = join(unbuilt, "scripts", "prime-code-cache.mjs")
+    await writeFile(script, await readFile(join(packageDir, "scripts", "prime-code-cache.mjs")))
+    const { stdout, stderr } = await run(process.execPath, [script], { env: { PATH: process.env.PATH ?? "" } })
+    expect(stdout + stderr).toBe("")
+    expect(await readdir(unbuilt)).toEqual(["scripts"])
   })
 
   it("is read by a first start, which then writes this user's cache, and the next start reads this user's", async () => {
