@@ -44,21 +44,23 @@ const fail = (text) => {
   process.exitCode = 1
 }
 
-/** A command's output; its output is shown when it fails. */
-const run = async (cwd, command, args, options = {}) => {
+/** A command's stdout and stderr; its output is shown when it fails. */
+const runWithStderr = async (cwd, command, args, options = {}) => {
   try {
-    const { stdout } = await exec(command, args, {
+    return await exec(command, args, {
       cwd,
       maxBuffer: 64 * 1024 * 1024,
       timeout: options.timeout ?? 600_000,
       env: { ...cleanEnv, ...options.env }
     })
-    return stdout
   } catch (error) {
     console.error(`$ ${command} ${args.join(" ")}  (in ${cwd})\n${error.stdout ?? ""}${error.stderr ?? ""}`)
     throw error
   }
 }
+
+/** A command's output; its output is shown when it fails. */
+const run = async (cwd, command, args, options = {}) => (await runWithStderr(cwd, command, args, options)).stdout
 
 /** Only what npm and node need: nothing of a surrounding npm, vitest or workspace run leaks in. */
 const cleanEnv = Object.fromEntries(
@@ -181,16 +183,13 @@ const globalPrefix = join(work, "global")
   // registry by its name, as the README has it.
   const allowed = ["better-sqlite3", tarball.get("taskwright")].join(",")
   const args = ["install", "--global", "--prefix", globalPrefix, `--allow-scripts=${allowed}`]
-  const { stderr } = await exec(
-    "npm",
-    [...args, "--no-audit", "--no-fund", tarball.get("@taskwright/web"), tarball.get("taskwright")],
-    {
-      cwd: work,
-      env: cleanEnv,
-      maxBuffer: 64 * 1024 * 1024,
-      timeout: 600_000
-    }
-  )
+  const { stderr } = await runWithStderr(work, "npm", [
+    ...args,
+    "--no-audit",
+    "--no-fund",
+    tarball.get("@taskwright/web"),
+    tarball.get("taskwright")
+  ])
   if (/allowScripts/.test(stderr)) fail(`the README's --allow-scripts leaves an install script out:\n${stderr}`)
   checkInstallCache(join(globalPrefix, "lib", "node_modules", "taskwright"))
   const printed = (await run(work, join(globalPrefix, "bin", "taskwright"), ["--version"])).trim()
